@@ -1,0 +1,145 @@
+"""The unit of certification: a backend, what it claims, and how to build it.
+
+A third-party package exposes a ``BackendUnderTest`` (or a zero-argument
+callable returning one) through the entry-point group ``conformance.backends``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from .backend import BackendInterface, CompileSpec
+from .scalar_type import DTYPE_NAMES
+
+ALL_DTYPES = "*"
+
+
+@dataclass(frozen=True)
+class ToleranceLoosening:
+    """A tolerance a backend widens for one op, with the reason a reader will see in its report."""
+
+    op: str
+    reason: str
+    dtypes: tuple[str, ...] = ()
+    """Dtypes it applies to; empty means every dtype."""
+    atol: float | None = None
+    rtol: float | None = None
+    ulp: int | None = None
+
+    def __post_init__(self):
+        if not self.reason.strip():
+            raise ValueError(f"tolerance loosening for {self.op}: a reason is required")
+        if self.atol is None and self.rtol is None and self.ulp is None:
+            raise ValueError(f"tolerance loosening for {self.op}: give atol, rtol or ulp")
+        object.__setattr__(self, "dtypes", tuple(self.dtypes))
+
+    def applies(self, op: str, dtype: str) -> bool:
+        return self.op == op and (not self.dtypes or dtype in self.dtypes)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What a backend claims.
+
+    ``ops`` maps an ATen overload name to the dtypes claimed (a tuple of names, or
+    ``"*"`` for every dtype the spec lists). An op absent from ``ops`` is not
+    claimed: refusing it cleanly is NOT_SUPPORTED, accepting it means it is
+    checked like a claim. ``not_applicable`` maps a clause ID (or a family prefix
+    such as ``"REG-"``) to the reason it cannot be observed for this backend.
+    """
+
+    ops: Mapping[str, tuple[str, ...] | str] = field(default_factory=dict)
+    compile_specs: tuple[str, ...] = ()
+    tolerances: tuple[ToleranceLoosening, ...] = ()
+    not_applicable: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self):
+        ops = {}
+        for op, dtypes in dict(self.ops).items():
+            if dtypes == ALL_DTYPES:
+                ops[op] = ALL_DTYPES
+                continue
+            dtypes = tuple(dtypes)
+            unknown = [d for d in dtypes if d not in DTYPE_NAMES]
+            if unknown:
+                raise ValueError(f"manifest: op {op} claims unknown dtype(s) {unknown}; known: {', '.join(DTYPE_NAMES)}")
+            ops[op] = dtypes
+        object.__setattr__(self, "ops", MappingProxyType(ops))
+        object.__setattr__(self, "not_applicable", MappingProxyType(dict(self.not_applicable)))
+        object.__setattr__(self, "tolerances", tuple(self.tolerances))
+        object.__setattr__(self, "compile_specs", tuple(self.compile_specs))
+
+    def claims(self, op: str, dtype: str) -> bool:
+        dtypes = self.ops.get(op)
+        return dtypes is not None and (dtypes == ALL_DTYPES or dtype in dtypes)
+
+    def not_applicable_reason(self, clause: str) -> str | None:
+        if clause in self.not_applicable:
+            return self.not_applicable[clause]
+        for key, reason in self.not_applicable.items():
+            if key.endswith("-") and clause.startswith(key):
+                return reason
+        return None
+
+    def loosening(self, op: str, dtype: str) -> ToleranceLoosening | None:
+        for item in self.tolerances:
+            if item.applies(op, dtype):
+                return item
+        return None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "manifest") -> "Manifest":
+        known = {"ops", "compile_specs", "tolerances", "not_applicable"}
+        extra = set(data) - known
+        if extra:
+            raise ValueError(f"{source}: unknown key(s) {sorted(extra)}; expected {sorted(known)}")
+        try:
+            tolerances = tuple(ToleranceLoosening(**t) for t in data.get("tolerances", ()))
+        except TypeError as exc:
+            raise ValueError(f"{source}: bad tolerance entry: {exc}") from None
+        return cls(
+            ops=data.get("ops", {}),
+            compile_specs=tuple(data.get("compile_specs", ())),
+            tolerances=tolerances,
+            not_applicable=data.get("not_applicable", {}),
+        )
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> "Manifest":
+        path = Path(path)
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{path}: not valid TOML: {exc}") from None
+        return cls.from_dict(data, source=str(path))
+
+
+@dataclass(frozen=True)
+class BackendUnderTest:
+    """A backend as the harness certifies it."""
+
+    name: str
+    details: Any
+    """The ahead-of-time half: a ``BackendDetails`` subclass, or any object with ``preprocess``."""
+    runtime: BackendInterface
+    """The runtime half."""
+    compile_specs: tuple[CompileSpec, ...] = ()
+    version: str = "unknown"
+    manifest: Manifest = field(default_factory=Manifest)
+    description: str = ""
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError("BackendUnderTest: name must be a non-empty str")
+        if not callable(getattr(self.details, "preprocess", None)):
+            raise TypeError(f"BackendUnderTest {self.name!r}: details has no callable preprocess")
+        if not isinstance(self.runtime, BackendInterface):
+            raise TypeError(
+                f"BackendUnderTest {self.name!r}: runtime must be a conformance.api.BackendInterface, "
+                f"got {type(self.runtime).__name__}"
+            )
+        object.__setattr__(self, "compile_specs", tuple(self.compile_specs))

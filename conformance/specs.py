@@ -1,0 +1,400 @@
+"""The spec of record, loaded into frozen dataclasses. The only reader of specs/.
+
+specs/interface.toml   contract clauses with stable IDs
+specs/ops/*.toml       operator specs, one file per family
+specs/profiles.toml    certification profiles
+
+A broken spec file is refused with a message naming the file, the entry and the
+field, and what was expected.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from conformance.api.scalar_type import DTYPE_NAMES
+
+FAMILIES = ("PRE", "RT", "REG", "DBG", "NUM", "PERF", "LAZY")
+
+DTYPE_SETS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "all": DTYPE_NAMES,
+        "float": ("float32", "float16", "bfloat16", "float64"),
+        "int": ("uint8", "int8", "int16", "int32", "int64"),
+        "signed_int": ("int8", "int16", "int32", "int64"),
+        "real": ("float32", "float16", "bfloat16", "float64", "uint8", "int8", "int16", "int32", "int64"),
+        "signed_real": ("float32", "float16", "bfloat16", "float64", "int8", "int16", "int32", "int64"),
+        "int_bool": ("uint8", "int8", "int16", "int32", "int64", "bool"),
+    }
+)
+"""Named dtype sets an op spec may use instead of a list."""
+
+DOMAINS = (
+    "any_finite",
+    "with_specials",
+    "small",
+    "small_with_specials",
+    "positive",
+    "non_negative",
+    "nonzero",
+    "unit_interval",
+    "open_unit",
+    "ge_one",
+    "moderate",
+    "away_from_zero",
+)
+"""Named input-value domains (conformance.strategies.values implements them)."""
+
+
+class SpecError(ValueError):
+    """A spec file is malformed. The message names file, entry and field."""
+
+
+@dataclass(frozen=True)
+class Clause:
+    """One contract clause."""
+
+    id: str
+    family: str
+    title: str
+    text: str
+    """One sentence: what must hold and why."""
+    applies_to: tuple[str, ...] = ("delegate",)
+    """Backend families the clause applies to (delegate, torchscript, lazy)."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+    reason: str = ""
+    source: str = "default"
+    """Where this tolerance came from: default, op spec, or a backend's manifest."""
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """An operator overload and what the suite draws for it."""
+
+    name: str
+    """ATen overload, e.g. aten.add.Tensor."""
+    family: str
+    signature: str
+    """Name of the hypothesis strategy that builds calls (conformance.strategies)."""
+    dtypes: tuple[str, ...]
+    domain: str
+    """Value domain of the op's floating-point tensor inputs."""
+    attrs: Mapping[str, tuple[Any, ...]]
+    """Allowed values of each attribute."""
+    params: Mapping[str, Any]
+    """Signature-specific settings (ranks, which argument is a scalar, ...), validated by the signature."""
+    tolerances: Mapping[str, Tolerance]
+    """Per-dtype overrides of the dtype defaults, each with a reason."""
+    core: bool
+    """Part of the core-fp32 profile."""
+    edge: tuple[str, ...]
+    """Edge-dialect spellings computed the same way (aten.view_copy.default)."""
+    dynamic: bool
+    """Export with dynamic dimensions where the drawn shapes allow."""
+    max_examples: int | None
+    """Caps hypothesis examples for slow ops (None: the profile's setting)."""
+    notes: str
+    source: str
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.name, *self.edge)
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    clauses: tuple[str, ...]
+    """Mandatory clause IDs (patterns like "PRE-*" are expanded at load)."""
+    ops: tuple[str, ...]
+    """Mandatory ops."""
+    dtypes: Mapping[str, tuple[str, ...]]
+    """op -> mandatory dtypes."""
+
+
+@dataclass(frozen=True)
+class Specs:
+    root: Path
+    clauses: Mapping[str, Clause]
+    ops: Mapping[str, OpSpec]
+    profiles: Mapping[str, Profile]
+    digest: str
+    """sha256 over every spec file: the spec version a report carries."""
+
+    def op(self, name: str) -> OpSpec:
+        """The spec of an overload, looked up by its core name or an Edge spelling."""
+        spec = self.ops.get(name)
+        if spec is None:
+            spec = next((s for s in self.ops.values() if name in s.edge), None)
+        if spec is None:
+            raise KeyError(f"no op spec for {name!r}")
+        return spec
+
+    def profile(self, name: str) -> Profile:
+        try:
+            return self.profiles[name]
+        except KeyError:
+            raise KeyError(f"unknown profile {name!r}; known: {', '.join(sorted(self.profiles))}") from None
+
+    def all_op_names(self) -> frozenset[str]:
+        """Every spec'd overload, Edge spellings included."""
+        return frozenset(n for spec in self.ops.values() for n in spec.names)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def specs_root() -> Path:
+    """specs/ of the repository, or the copy shipped in the wheel (package conformance_specs)."""
+    env = os.environ.get("CONFORMANCE_SPECS")
+    if env:
+        return Path(env)
+    repo = Path(__file__).resolve().parent.parent / "specs"
+    if (repo / "interface.toml").exists():
+        return repo
+    import importlib.resources
+
+    return Path(str(importlib.resources.files("conformance_specs")))
+
+
+@functools.lru_cache(maxsize=None)
+def load(root: str | Path | None = None) -> Specs:
+    root = Path(root) if root is not None else specs_root()
+    if not (root / "interface.toml").exists():
+        raise SpecError(f"{root}: no interface.toml; set CONFORMANCE_SPECS to the specs/ directory")
+    files = [root / "interface.toml", root / "profiles.toml", *sorted((root / "ops").glob("*.toml"))]
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.relative_to(root).as_posix().encode())
+        digest.update(f.read_bytes())
+    clauses = _load_clauses(root / "interface.toml")
+    ops: dict[str, OpSpec] = {}
+    for f in files[2:]:
+        for spec in _load_ops(f):
+            for name in spec.names:
+                if name in ops or any(name in s.edge for s in ops.values()):
+                    raise SpecError(f"{spec.source}: op {name} is specified twice")
+            ops[spec.name] = spec
+    profiles = _load_profiles(root / "profiles.toml", clauses, ops)
+    return Specs(
+        root=root,
+        clauses=MappingProxyType(clauses),
+        ops=MappingProxyType(ops),
+        profiles=MappingProxyType(profiles),
+        digest=digest.hexdigest(),
+    )
+
+
+def _read(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"{path}: missing") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: not valid TOML: {exc}") from None
+
+
+def _expect(where: str, data: Mapping, key: str, kind: type | tuple, default: Any = ...) -> Any:
+    if key not in data:
+        if default is ...:
+            raise SpecError(f"{where}: missing field {key!r}")
+        return default
+    value = data[key]
+    if not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise SpecError(f"{where}: field {key!r} must be {names}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _no_extra(where: str, data: Mapping, allowed: set[str]) -> None:
+    extra = set(data) - allowed
+    if extra:
+        raise SpecError(f"{where}: unknown field(s) {sorted(extra)}; allowed: {sorted(allowed)}")
+
+
+def _load_clauses(path: Path) -> dict[str, Clause]:
+    data = _read(path)
+    _no_extra(str(path), data, {"clause"})
+    out: dict[str, Clause] = {}
+    for cid, body in _expect(str(path), data, "clause", dict).items():
+        where = f"{path}: clause {cid}"
+        family, _, number = cid.partition("-")
+        if family not in FAMILIES or not number.isdigit() or len(number) != 3:
+            raise SpecError(f"{where}: IDs look like PRE-001 with a family in {FAMILIES}")
+        if not isinstance(body, dict):
+            raise SpecError(f"{where}: must be a table")
+        _no_extra(where, body, {"title", "text", "applies_to"})
+        text = _expect(where, body, "text", str)
+        if not text.strip():
+            raise SpecError(f"{where}: text must say what must hold and why")
+        out[cid] = Clause(
+            id=cid,
+            family=family,
+            title=_expect(where, body, "title", str),
+            text=" ".join(text.split()),
+            applies_to=tuple(_expect(where, body, "applies_to", list, ["delegate"])),
+        )
+    return out
+
+
+_OP_FIELDS = {
+    "name",
+    "family",
+    "signature",
+    "dtypes",
+    "domain",
+    "attrs",
+    "params",
+    "tolerance",
+    "core",
+    "edge",
+    "dynamic",
+    "max_examples",
+    "notes",
+}
+
+
+def _dtypes(where: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        if value not in DTYPE_SETS:
+            raise SpecError(f"{where}: dtype set {value!r} unknown; known sets: {sorted(DTYPE_SETS)}")
+        return DTYPE_SETS[value]
+    if not isinstance(value, list) or not value:
+        raise SpecError(f"{where}: dtypes must be a non-empty list or a set name")
+    unknown = [d for d in value if d not in DTYPE_NAMES]
+    if unknown:
+        raise SpecError(f"{where}: unknown dtype(s) {unknown}; known: {list(DTYPE_NAMES)}")
+    return tuple(value)
+
+
+def _load_ops(path: Path) -> list[OpSpec]:
+    data = _read(path)
+    _no_extra(str(path), data, {"family", "op"})
+    family = _expect(str(path), data, "family", str, path.stem)
+    out = []
+    for index, body in enumerate(_expect(str(path), data, "op", list)):
+        where = f"{path}: op #{index + 1}"
+        if not isinstance(body, dict):
+            raise SpecError(f"{where}: must be a table")
+        name = _expect(where, body, "name", str)
+        where = f"{path}: op {name}"
+        _no_extra(where, body, _OP_FIELDS)
+        if name.count(".") != 2:
+            raise SpecError(f"{where}: name must be namespace.op.overload, e.g. aten.add.Tensor")
+        domain = _expect(where, body, "domain", str, "with_specials")
+        if domain not in DOMAINS:
+            raise SpecError(f"{where}: domain {domain!r} unknown; known: {list(DOMAINS)}")
+        attrs = {}
+        for key, choices in _expect(where, body, "attrs", dict, {}).items():
+            if not isinstance(choices, list) or not choices:
+                raise SpecError(f"{where}: attrs.{key} must be a non-empty list of allowed values")
+            attrs[key] = tuple(tuple(c) if isinstance(c, list) else c for c in choices)
+        dtypes = _dtypes(where, body.get("dtypes", "all"))
+        tolerances = {}
+        for dtype, tol in _expect(where, body, "tolerance", dict, {}).items():
+            twhere = f"{where}: tolerance.{dtype}"
+            if dtype not in dtypes:
+                raise SpecError(f"{twhere}: {dtype} is not among the op's dtypes")
+            if not isinstance(tol, dict):
+                raise SpecError(f"{twhere}: must be a table with atol, rtol, reason")
+            _no_extra(twhere, tol, {"atol", "rtol", "reason"})
+            reason = _expect(twhere, tol, "reason", str)
+            if not reason.strip():
+                raise SpecError(f"{twhere}: every loosening needs a reason")
+            tolerances[dtype] = Tolerance(
+                atol=float(_expect(twhere, tol, "atol", (int, float))),
+                rtol=float(_expect(twhere, tol, "rtol", (int, float))),
+                reason=reason,
+                source=f"op spec {name}",
+            )
+        max_examples = _expect(where, body, "max_examples", int, 0) or None
+        out.append(
+            OpSpec(
+                name=name,
+                family=_expect(where, body, "family", str, family),
+                signature=_expect(where, body, "signature", str),
+                dtypes=dtypes,
+                domain=domain,
+                attrs=MappingProxyType(attrs),
+                params=MappingProxyType(dict(_expect(where, body, "params", dict, {}))),
+                tolerances=MappingProxyType(tolerances),
+                core=_expect(where, body, "core", bool, False),
+                edge=tuple(_expect(where, body, "edge", list, [])),
+                dynamic=_expect(where, body, "dynamic", bool, True),
+                max_examples=max_examples,
+                notes=" ".join(_expect(where, body, "notes", str, "").split()),
+                source=where,
+            )
+        )
+    return out
+
+
+def _load_profiles(path: Path, clauses: Mapping[str, Clause], ops: Mapping[str, OpSpec]) -> dict[str, Profile]:
+    data = _read(path)
+    _no_extra(str(path), data, {"profile"})
+    out: dict[str, Profile] = {}
+    for name, body in _expect(str(path), data, "profile", dict).items():
+        where = f"{path}: profile {name}"
+        _no_extra(where, body, {"description", "clauses", "ops", "dtypes", "extends"})
+        base = out.get(body["extends"]) if "extends" in body else None
+        if "extends" in body and base is None:
+            raise SpecError(f"{where}: extends {body['extends']!r}, which is not defined above it")
+        clause_ids = list(base.clauses) if base else []
+        for pattern in _expect(where, body, "clauses", list, []):
+            matched = _match(pattern, clauses)
+            if not matched:
+                raise SpecError(f"{where}: clause pattern {pattern!r} matches no clause")
+            clause_ids += [c for c in matched if c not in clause_ids]
+        op_names = list(base.ops) if base else []
+        op_field = _expect(where, body, "ops", (list, str), [])
+        selected = _select_ops(where, op_field, ops)
+        op_names += [o for o in selected if o not in op_names]
+        dtype_field = _expect(where, body, "dtypes", (list, str), "spec")
+        dtypes = dict(base.dtypes) if base else {}
+        for op in selected:
+            spec_dtypes = ops[op].dtypes
+            if dtype_field == "spec":
+                dtypes[op] = spec_dtypes
+            else:
+                wanted = _dtypes(f"{where}: dtypes", dtype_field)
+                dtypes[op] = tuple(d for d in spec_dtypes if d in wanted)
+        out[name] = Profile(
+            name=name,
+            description=_expect(where, body, "description", str),
+            clauses=tuple(clause_ids),
+            ops=tuple(op_names),
+            dtypes=MappingProxyType(dtypes),
+        )
+    return out
+
+
+def _match(pattern: str, clauses: Mapping[str, Clause]) -> list[str]:
+    if pattern.endswith("*"):
+        return sorted(c for c in clauses if c.startswith(pattern[:-1]))
+    return [pattern] if pattern in clauses else []
+
+
+def _select_ops(where: str, value: list | str, ops: Mapping[str, OpSpec]) -> list[str]:
+    if value == "all":
+        return sorted(ops)
+    if value == "core":
+        return sorted(name for name, spec in ops.items() if spec.core)
+    if isinstance(value, str):
+        raise SpecError(f"{where}: ops must be 'all', 'core' or a list of op names")
+    unknown = [o for o in value if o not in ops]
+    if unknown:
+        raise SpecError(f"{where}: unknown op(s) {unknown}")
+    return list(value)

@@ -1,0 +1,87 @@
+"""Hypothesis strategies that draw operator calls from op specs.
+
+An op spec names a *signature* (``binary``, ``conv``, ``reduce_dims`` ...): a
+function that draws shapes, values from the spec's domains and attributes from
+its allowed values, and returns a ``Call``. Signatures live in modules of this
+package by operator family and register themselves with ``@signature``.
+
+    calls(spec, dtype)           # SearchStrategy[Call] for one op and dtype
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+from hypothesis import strategies as st
+
+from .case import Call, Tensor
+
+SignatureFn = Callable[..., Call]
+SIGNATURES: dict[str, SignatureFn] = {}
+_FAMILY_MODULES = (
+    "elementwise",
+    "reduction",
+    "linalg",
+    "conv",
+    "pooling",
+    "normalization",
+    "indexing",
+    "shape",
+    "creation",
+)
+
+
+def signature(name: str) -> Callable[[SignatureFn], SignatureFn]:
+    """Register ``fn(draw, spec, dtype, op) -> Call`` as the signature ``name``."""
+
+    def register(fn: SignatureFn) -> SignatureFn:
+        if name in SIGNATURES:
+            raise RuntimeError(f"signature {name!r} registered twice")
+        SIGNATURES[name] = fn
+        return fn
+
+    return register
+
+
+def _load_families() -> None:
+    for module in _FAMILY_MODULES:
+        try:
+            importlib.import_module(f"{__name__}.{module}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{module}":
+                raise
+
+
+def calls(spec, dtype: str, op: str | None = None) -> st.SearchStrategy[Call]:
+    """Calls of ``op`` (default: the spec's own overload) in ``dtype``."""
+    if not SIGNATURES:
+        _load_families()
+    fn = SIGNATURES.get(spec.signature)
+    if fn is None:
+        raise KeyError(f"{spec.source}: signature {spec.signature!r} is not defined; known: {sorted(SIGNATURES)}")
+    if dtype not in spec.dtypes:
+        raise ValueError(f"{spec.name} is not specified for {dtype}")
+    return st.composite(lambda draw: fn(draw, spec, dtype, op or spec.name))()
+
+
+def param(spec, key: str, default: Any) -> Any:
+    """A signature parameter from the spec, with a default."""
+    return spec.params.get(key, default)
+
+
+def attr(draw, spec, key: str, default: Any = ..., *, keep: Callable[[Any], bool] | None = None) -> Any:
+    """Draw attribute ``key`` from the spec's allowed values (filtered by ``keep``)."""
+    choices = spec.attrs.get(key)
+    if choices is None:
+        if default is ...:
+            raise KeyError(f"{spec.source}: attrs.{key} is required by signature {spec.signature!r}")
+        return default
+    if keep is not None:
+        choices = tuple(c for c in choices if keep(c))
+        if not choices:
+            raise ValueError(f"{spec.source}: no allowed value of attrs.{key} fits this dtype")
+    return draw(st.sampled_from(choices))
+
+
+__all__ = ["SIGNATURES", "Call", "Tensor", "attr", "calls", "param", "signature"]

@@ -1,0 +1,159 @@
+"""A drawn operator call: the op, its arguments, and the tensors in them.
+
+The same ``Call`` feeds the kernel-level test (reference kernel vs torch eager),
+the program builder (an nn.Module that makes exactly this call, exported once
+per structure) and the reports (``describe`` and ``replay_source``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from conformance.api.scalar_type import dtype_name
+from conformance.api.tensors import to_torch
+
+ROLES = ("input", "parameter")
+
+
+@dataclass(frozen=True, eq=False)
+class Tensor:
+    """A tensor argument: a program input, or a parameter baked into the program."""
+
+    value: np.ndarray
+    role: str = "input"
+
+    def __post_init__(self):
+        if self.role not in ROLES:
+            raise ValueError(f"Tensor role must be one of {ROLES}, got {self.role!r}")
+
+    @property
+    def dtype(self) -> str:
+        return dtype_name(self.value.dtype)
+
+    def describe(self) -> str:
+        mark = "param " if self.role == "parameter" else ""
+        return f"{mark}{self.dtype}{list(self.value.shape)}"
+
+
+def _map(arg: Any, fn: Callable[[Tensor], Any]) -> Any:
+    if isinstance(arg, Tensor):
+        return fn(arg)
+    if isinstance(arg, (list, tuple)):
+        return type(arg)(_map(a, fn) for a in arg)
+    return arg
+
+
+def _walk(arg: Any, out: list[Tensor]) -> None:
+    if isinstance(arg, Tensor):
+        out.append(arg)
+    elif isinstance(arg, (list, tuple)):
+        for a in arg:
+            _walk(a, out)
+
+
+def _literal(value: Any) -> Any:
+    """A hashable spelling of an attribute value for structure keys."""
+    if isinstance(value, float) and value != value:
+        return ("nan",)
+    if isinstance(value, (list, tuple)):
+        return tuple(_literal(v) for v in value)
+    if isinstance(value, np.dtype):
+        return ("dtype", dtype_name(value))
+    return value
+
+
+@dataclass(frozen=True, eq=False)
+class Call:
+    """``op(*args, **kwargs)`` with Tensor placeholders for every tensor argument.
+
+    Attribute values that are dtypes are spelled as dtype names ("float16"),
+    which ``numpy_args`` and ``torch_args`` turn into each library's dtype.
+    """
+
+    op: str
+    args: tuple
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def tensors(self) -> list[Tensor]:
+        out: list[Tensor] = []
+        _walk(self.args, out)
+        _walk(tuple(self.kwargs.values()), out)
+        return out
+
+    def inputs(self) -> list[Tensor]:
+        return [t for t in self.tensors() if t.role == "input"]
+
+    def numpy_args(self) -> tuple[tuple, dict]:
+        from conformance.api.scalar_type import numpy_dtype
+
+        def conv(a):
+            return a.value
+
+        args = _map(self.args, conv)
+        kwargs = {k: _map(v, conv) for k, v in self.kwargs.items()}
+        kwargs = {k: numpy_dtype(v) if k == "dtype" and isinstance(v, str) else v for k, v in kwargs.items()}
+        return args, kwargs
+
+    def torch_args(self) -> tuple[tuple, dict]:
+        from conformance.api.scalar_type import torch_dtype
+
+        args = _map(self.args, lambda t: to_torch(t.value))
+        kwargs = {k: _map(v, lambda t: to_torch(t.value)) for k, v in self.kwargs.items()}
+        kwargs = {k: torch_dtype(v) if k == "dtype" and isinstance(v, str) else v for k, v in kwargs.items()}
+        return args, kwargs
+
+    def structure(self, dynamic: bool) -> tuple:
+        """What a program for this call depends on: everything except input values.
+
+        With ``dynamic``, input dims of size >= 2 are left open (-1) because the
+        exported program treats them as symbols; 0 and 1 stay exact because
+        torch.export specializes them.
+        """
+
+        def key(t: Tensor):
+            shape = t.value.shape
+            if dynamic and t.role == "input":
+                shape = tuple(s if s < 2 else -1 for s in shape)
+            return ("T", t.dtype, tuple(shape), t.role)
+
+        return (
+            self.op,
+            _literal(_map(self.args, key)),
+            tuple(sorted((k, _literal(_map(v, key))) for k, v in self.kwargs.items())),
+        )
+
+    def describe(self) -> str:
+        def show(a: Any) -> str:
+            if isinstance(a, Tensor):
+                return a.describe()
+            if isinstance(a, (list, tuple)):
+                inner = ", ".join(show(x) for x in a)
+                return f"[{inner}]"
+            return repr(a)
+
+        parts = [show(a) for a in self.args] + [f"{k}={show(v)}" for k, v in self.kwargs.items()]
+        return f"{self.op}({', '.join(parts)})"
+
+    def replay_source(self) -> str:
+        """Python source that rebuilds this call exactly (values included)."""
+
+        def src(a: Any) -> str:
+            if isinstance(a, Tensor):
+                values = a.value.view(np.uint16) if a.dtype == "bfloat16" else a.value
+                body = f"np.array({values.tolist()!r}, dtype={str(values.dtype)!r}).reshape({a.value.shape!r})"
+                if a.dtype == "bfloat16":
+                    body += ".view(ml_dtypes.bfloat16)"
+                return f"Tensor({body}, role={a.role!r})"
+            if isinstance(a, float) and (a != a or a in (float("inf"), float("-inf"))):
+                return f"float({str(a)!r})"
+            if isinstance(a, (list, tuple)):
+                inner = ", ".join(src(x) for x in a)
+                return f"({inner},)" if isinstance(a, tuple) else f"[{inner}]"
+            return repr(a)
+
+        args = ", ".join(src(a) for a in self.args)
+        kwargs = ", ".join(f"{k!r}: {src(v)}" for k, v in self.kwargs.items())
+        return f"Call({self.op!r}, ({args}{',' if len(self.args) == 1 else ''}), {{{kwargs}}})"

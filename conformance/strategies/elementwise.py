@@ -1,0 +1,109 @@
+"""Signatures of elementwise ops: unary, binary (broadcasting, mixed dtypes), where, clamp."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from conformance.api.scalar_type import is_floating, is_integral
+
+from . import Call, Tensor, attr, param, signature
+from .shapes import broadcast_shapes, shapes
+from .values import arrays, scalars
+
+
+def _domain(spec, dtype: str, key: str) -> str:
+    """The domain of one operand: ``int_<key>`` for integer dtypes, then ``<key>``, then the op's."""
+    if is_integral(dtype) and f"int_{key}" in spec.params:
+        return spec.params[f"int_{key}"]
+    return spec.params.get(key, spec.domain)
+
+
+def _scalar_attr_fits(dtype: str):
+    # PyTorch refuses a float alpha for integer tensors and a non-bool one for bool results.
+    def keep(value) -> bool:
+        if is_floating(dtype):
+            return not isinstance(value, bool)
+        if dtype == "bool":
+            return isinstance(value, bool) or value == 1
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    return keep
+
+
+def _kwargs(draw, spec, dtype: str) -> dict:
+    out = {}
+    for key in spec.attrs:
+        keep = _scalar_attr_fits(dtype) if key == "alpha" else None
+        out[key] = attr(draw, spec, key, keep=keep)
+    return out
+
+
+@signature("unary")
+def unary(draw, spec, dtype, op):
+    """op(self, **attrs) on any shape, rank 0 to ``max_rank``."""
+    shape = draw(shapes(0, param(spec, "max_rank", 4)))
+    x = draw(arrays(dtype, shape, _domain(spec, dtype, "self_domain")))
+    return Call(op, (Tensor(x),), _kwargs(draw, spec, dtype))
+
+
+@signature("binary")
+def binary(draw, spec, dtype, op):
+    """op(self, other, **attrs): two broadcasting tensors, or a tensor and a Python scalar.
+
+    params: ``scalar_other`` / ``scalar_self`` make that operand a Python scalar;
+    ``mixed_dtypes`` (default true) sometimes draws ``other`` in another of the
+    op's dtypes to exercise type promotion; ``self_domain`` / ``other_domain``
+    and ``int_self_domain`` / ``int_other_domain`` override the op's domain.
+    """
+    max_rank = param(spec, "max_rank", 4)
+    self_shape, other_shape = draw(broadcast_shapes(2, 0, max_rank))
+    other_dtype = dtype
+    if param(spec, "mixed_dtypes", True) and draw(st.booleans()):
+        other_dtype = draw(st.sampled_from(spec.dtypes))
+    if param(spec, "scalar_self", False):
+        a = draw(scalars(dtype, _domain(spec, dtype, "self_domain")))
+    else:
+        a = Tensor(draw(arrays(dtype, self_shape, _domain(spec, dtype, "self_domain"))))
+    if param(spec, "scalar_other", False):
+        # An integer scalar is converted to an integer tensor's dtype, so draw it in that range.
+        scalar_dtype = dtype if is_integral(dtype) and is_integral(other_dtype) else other_dtype
+        b = draw(scalars(scalar_dtype, _domain(spec, scalar_dtype, "other_domain")))
+    else:
+        b = Tensor(draw(arrays(other_dtype, other_shape, _domain(spec, other_dtype, "other_domain"))))
+    return Call(op, (a, b), _kwargs(draw, spec, dtype))
+
+
+@signature("where")
+def where(draw, spec, dtype, op):
+    """where(condition, self, other), all three broadcasting; ``scalar_self``/``scalar_other`` as for binary."""
+    c_shape, a_shape, b_shape = draw(broadcast_shapes(3, 0, param(spec, "max_rank", 4)))
+    cond = Tensor(draw(arrays("bool", c_shape, "any_finite")))
+    a = (
+        draw(scalars(dtype, spec.domain))
+        if param(spec, "scalar_self", False)
+        else Tensor(draw(arrays(dtype, a_shape, spec.domain)))
+    )
+    b = (
+        draw(scalars(dtype, spec.domain))
+        if param(spec, "scalar_other", False)
+        else Tensor(draw(arrays(dtype, b_shape, spec.domain)))
+    )
+    return Call(op, (cond, a, b))
+
+
+@signature("clamp")
+def clamp(draw, spec, dtype, op):
+    """clamp(self, min, max): bounds are Python scalars, or tensors with ``tensor_bounds``; one may be None."""
+    x_shape, lo_shape, hi_shape = draw(broadcast_shapes(3, 0, param(spec, "max_rank", 4)))
+    x = Tensor(draw(arrays(dtype, x_shape, spec.domain)))
+    bounds_domain = param(spec, "bounds_domain", "small")
+
+    def bound(shape):
+        if param(spec, "tensor_bounds", False):
+            return Tensor(draw(arrays(dtype, shape, bounds_domain)))
+        return draw(scalars(dtype, bounds_domain))
+
+    which = draw(st.sampled_from(("both", "min", "max")))
+    lo = bound(lo_shape) if which in ("both", "min") else None
+    hi = bound(hi_shape) if which in ("both", "max") else None
+    return Call(op, (x, lo, hi))

@@ -1,0 +1,326 @@
+"""Binary elementwise arithmetic, bitwise and logical ops, comparisons, where and clamp.
+
+Every op broadcasts like NumPy (PyTorch's rule is the same) and takes its result
+dtype from ``result_type`` (PyTorch promotion), computing half types in float32
+and rounding once at the end, as ATen's CPU kernels do through opmath_type.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._dtypes import (
+    as_array,
+    bfloat16,
+    cast,
+    float16,
+    float32,
+    float_result,
+    is_bool,
+    is_float,
+    is_int,
+    opmath,
+    result_type,
+)
+from ._registry import kernel
+
+
+def _operands(dtype, *xs):
+    """Inputs converted to the common dtype, then to its compute type (TensorIterator's order)."""
+    compute = opmath(dtype)
+    return [as_array(x, dtype).astype(compute, copy=False) for x in xs]
+
+
+def _arith_operands(dtype, self, other):
+    """Operands of mul and div (true, trunc and floor).
+
+    For half types, when ``other`` has one element, these ATen CPU kernels read its
+    original value straight into float32 (``iter.original_scalar_value<opmath_t>``
+    in BinaryOpsKernel.cpp) instead of rounding it to the half type first. add and
+    sub do round it first (checked against torch 2.13: bf16 3.0 + 0.0078126 is 3.0).
+    """
+    if dtype in (float16, bfloat16) and np.size(other) == 1:
+        return as_array(self, dtype).astype(float32), as_array(other, float32)
+    return _operands(dtype, self, other)
+
+
+def _scalar(value, dtype):
+    """A Python scalar attribute converted like ATen's ``Scalar::to<T>`` (wrapping for integers)."""
+    return as_array(value, dtype)
+
+
+def _integer_zero_division(divisor: np.ndarray, op: str) -> None:
+    # ATen's integer division kernels throw rather than produce a value (c10 ZeroDivisionError).
+    if np.any(divisor == 0):
+        raise ZeroDivisionError(f"{op}: integer division by zero")
+
+
+def _add_scaled(self, other, alpha, dtype):
+    """self + alpha * other the way ATen's add kernel rounds it (ufunc/add.h).
+
+    Half types compute ``alpha * other`` in the half type (c10::Half arithmetic
+    rounds each operation), then add. float32 uses a fused multiply-add, emulated
+    exactly in float64 (the product of two float32 values is exact there); float64
+    uses the x87 extended type, whose range keeps a product that overflows double
+    from turning inf - inf into NaN. Integers wrap.
+    """
+    if is_bool(dtype):
+        return _operands(dtype, self)[0] | (_operands(dtype, other)[0] & bool(alpha))
+    a, b = _operands(dtype, self, other)
+    if alpha == 1:
+        return cast(a + b, dtype)
+    alpha = _scalar(alpha, dtype)
+    if dtype in (float16, bfloat16):
+        scaled = cast(alpha.astype(float32) * b, dtype).astype(float32)
+        return cast(a + scaled, dtype)
+    if dtype == float32:
+        return cast(a.astype(np.float64) + alpha.astype(np.float64) * b.astype(np.float64), dtype)
+    if dtype == np.float64:
+        wide = np.longdouble
+        return cast(a.astype(wide) + alpha.astype(wide) * b.astype(wide), dtype)
+    return cast(a + alpha * b, dtype)
+
+
+@kernel("aten.add.Tensor", "aten.add.Scalar")
+def add(self, other, *, alpha=1):
+    return _add_scaled(self, other, alpha, result_type(self, other))
+
+
+@kernel("aten.sub.Tensor", "aten.sub.Scalar")
+def sub(self, other, *, alpha=1):
+    dtype = result_type(self, other)
+    if is_bool(dtype):
+        raise TypeError("sub: subtraction of bool tensors is not supported; use logical_xor")
+    return _add_scaled(self, other, -alpha, dtype)  # ATen's sub is add with -alpha
+
+
+@kernel("aten.rsub.Scalar", "aten.rsub.Tensor")
+def rsub(self, other, *, alpha=1):
+    """other - alpha * self."""
+    dtype = result_type(self, other)
+    if is_bool(dtype):
+        raise TypeError("rsub: subtraction of bool tensors is not supported")
+    return _add_scaled(other, self, -alpha, dtype)
+
+
+@kernel("aten.mul.Tensor", "aten.mul.Scalar")
+def mul(self, other):
+    dtype = result_type(self, other)
+    a, b = _arith_operands(dtype, self, other)
+    if is_bool(dtype):
+        return a & b
+    return cast(a * b, dtype)
+
+
+def _true_divide(self, other):
+    dtype = float_result(result_type(self, other))
+    a, b = _arith_operands(dtype, self, other)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return cast(a / b, dtype)
+
+
+@kernel("aten.div.Tensor", "aten.div.Scalar")
+def div(self, other):
+    return _true_divide(self, other)
+
+
+@kernel("aten.div.Tensor_mode", "aten.div.Scalar_mode")
+def div_mode(self, other, *, rounding_mode=None):
+    if rounding_mode is None:
+        return _true_divide(self, other)
+    if rounding_mode not in ("trunc", "floor"):
+        raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    dtype = result_type(self, other)
+    a, b = _arith_operands(dtype, self, other)
+    if is_int(dtype) or is_bool(dtype):
+        if is_bool(dtype):
+            a, b = a.astype(np.uint8), b.astype(np.uint8)
+        _integer_zero_division(b, f"div(rounding_mode={rounding_mode!r})")
+        q = np.floor_divide(a, b)
+        if rounding_mode == "trunc":
+            # floor and trunc differ by one where the division is inexact and the signs differ.
+            q = q + ((np.remainder(a, b) != 0) & ((a < 0) != (b < 0))).astype(q.dtype)
+        return cast(q, dtype)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if rounding_mode == "trunc":
+            return cast(np.trunc(a / b), dtype)
+        return cast(_floor_divide_float(a, b), dtype)
+
+
+def _floor_divide_float(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """ATen's div_floor_floating (aten/src/ATen/native/BinaryOps.h), Python's float // rules."""
+    a, b = np.broadcast_arrays(a, b)
+    mod = np.fmod(a, b)
+    div = (a - mod) / b
+    adjust = (mod != 0) & ((b < 0) != (mod < 0))
+    div = np.where(adjust, div - 1, div)
+    floordiv = np.floor(div)
+    floordiv = np.where(div - floordiv > 0.5, floordiv + 1, floordiv)
+    floordiv = np.where(div == 0, np.copysign(np.zeros_like(div), a / b), floordiv)
+    return np.where(b == 0, a / b, floordiv)
+
+
+@kernel("aten.remainder.Tensor", "aten.remainder.Scalar")
+def remainder(self, other):
+    dtype = result_type(self, other)
+    a, b = _operands(dtype, self, other)
+    if is_int(dtype):
+        _integer_zero_division(b, "remainder")
+        return cast(np.remainder(a, b), dtype)
+    # ATen: mod = fmod(a, b); if mod != 0 and sign(b) != sign(mod): mod += b. Zero keeps fmod's sign.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mod = np.fmod(a, b)
+        mod = np.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)
+    return cast(mod, dtype)
+
+
+@kernel("aten.fmod.Tensor", "aten.fmod.Scalar")
+def fmod(self, other):
+    dtype = result_type(self, other)
+    a, b = _operands(dtype, self, other)
+    if is_int(dtype):
+        _integer_zero_division(b, "fmod")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return cast(np.fmod(a, b), dtype)
+
+
+# ATen's pow_tensor_scalar_optimized_kernel (PowKernel.cpp) takes these shortcuts for
+# float and double only; half types go through std::pow in float32. The shortcuts
+# differ from IEEE pow for -inf and -0.0 (sqrt(-inf) is NaN where pow gives inf).
+_POW_SHORTCUTS = {
+    0.5: np.sqrt,
+    -0.5: lambda x: 1 / np.sqrt(x),
+    2: lambda x: x * x,
+    3: lambda x: x * x * x,
+    -1: lambda x: 1 / x,
+    -2: lambda x: 1 / (x * x),
+}
+
+
+@kernel("aten.pow.Tensor_Tensor", "aten.pow.Tensor_Scalar", "aten.pow.Scalar")
+def pow(self, exponent):  # noqa: A001 - ATen's name
+    dtype = result_type(self, exponent)
+    base, exp = _operands(dtype, self, exponent)
+    if is_int(dtype):
+        if np.any(exp < 0):
+            raise ValueError("pow: integers to negative integer powers are not allowed")
+        return cast(np.power(base, exp), dtype)
+    if is_bool(dtype):
+        return np.power(base.astype(np.uint8), exp.astype(np.uint8)).astype(bool)
+    with np.errstate(all="ignore"):
+        if not isinstance(exponent, np.ndarray) and dtype in (float32, np.float64):
+            shortcut = _POW_SHORTCUTS.get(exponent)
+            if shortcut is not None:
+                return cast(shortcut(base), dtype)
+        # A full-shape exponent keeps NumPy off its own scalar shortcuts, so this is IEEE pow.
+        exp = np.broadcast_to(exp, np.broadcast_shapes(base.shape, exp.shape))
+        return cast(np.power(base, exp), dtype)
+
+
+@kernel("aten.maximum.default")
+def maximum(self, other):
+    dtype = result_type(self, other)
+    a, b = (as_array(x, dtype) for x in (self, other))
+    return np.maximum(a, b)  # propagates NaN, as torch.maximum does
+
+
+@kernel("aten.minimum.default")
+def minimum(self, other):
+    dtype = result_type(self, other)
+    a, b = (as_array(x, dtype) for x in (self, other))
+    return np.minimum(a, b)
+
+
+@kernel("aten.atan2.default")
+def atan2(self, other):
+    dtype = float_result(result_type(self, other))
+    a, b = _operands(dtype, self, other)
+    return cast(np.arctan2(a, b), dtype)
+
+
+@kernel("aten.hypot.default")
+def hypot(self, other):
+    dtype = result_type(self, other)
+    a, b = _operands(dtype, self, other)
+    return cast(np.hypot(a, b), dtype)
+
+
+def _bitwise(fn, name):
+    def op(self, other):
+        dtype = result_type(self, other)
+        if is_float(dtype):
+            raise TypeError(f"{name} is only defined for integer and bool tensors")
+        a, b = (as_array(x, dtype) for x in (self, other))
+        return fn(a, b)
+
+    op.__name__ = name
+    return op
+
+
+bitwise_and = kernel("aten.bitwise_and.Tensor", "aten.bitwise_and.Scalar")(_bitwise(np.bitwise_and, "bitwise_and"))
+bitwise_or = kernel("aten.bitwise_or.Tensor", "aten.bitwise_or.Scalar")(_bitwise(np.bitwise_or, "bitwise_or"))
+bitwise_xor = kernel("aten.bitwise_xor.Tensor", "aten.bitwise_xor.Scalar")(_bitwise(np.bitwise_xor, "bitwise_xor"))
+
+
+def _truth(self, other):
+    # Both operands are converted to the promoted dtype first, so 1e-300 (float64)
+    # against a float16 tensor is 0 and therefore false, as in ATen.
+    dtype = result_type(self, other)
+    return as_array(self, dtype) != 0, as_array(other, dtype) != 0
+
+
+@kernel("aten.logical_and.default")
+def logical_and(self, other):
+    return np.logical_and(*_truth(self, other))
+
+
+@kernel("aten.logical_or.default")
+def logical_or(self, other):
+    return np.logical_or(*_truth(self, other))
+
+
+@kernel("aten.logical_xor.default")
+def logical_xor(self, other):
+    return np.logical_xor(*_truth(self, other))
+
+
+def _comparison(fn, name):
+    # Both sides are converted to the promoted dtype first, so a Python scalar is
+    # rounded (or wrapped) to the tensor's dtype exactly as ATen does.
+    def op(self, other):
+        dtype = result_type(self, other)
+        a, b = (as_array(x, dtype) for x in (self, other))
+        return np.asarray(fn(a, b))
+
+    op.__name__ = name
+    return op
+
+
+eq = kernel("aten.eq.Tensor", "aten.eq.Scalar")(_comparison(np.equal, "eq"))
+ne = kernel("aten.ne.Tensor", "aten.ne.Scalar")(_comparison(np.not_equal, "ne"))
+lt = kernel("aten.lt.Tensor", "aten.lt.Scalar")(_comparison(np.less, "lt"))
+le = kernel("aten.le.Tensor", "aten.le.Scalar")(_comparison(np.less_equal, "le"))
+gt = kernel("aten.gt.Tensor", "aten.gt.Scalar")(_comparison(np.greater, "gt"))
+ge = kernel("aten.ge.Tensor", "aten.ge.Scalar")(_comparison(np.greater_equal, "ge"))
+
+
+@kernel("aten.where.self", "aten.where.ScalarSelf", "aten.where.ScalarOther", "aten.where.Scalar")
+def where(condition, self, other):
+    dtype = result_type(self, other)
+    a, b = (as_array(x, dtype) for x in (self, other))
+    return np.where(np.asarray(condition).astype(bool), a, b)
+
+
+@kernel("aten.clamp.default", "aten.clamp.Tensor")
+def clamp(self, min=None, max=None):  # noqa: A002 - ATen's names
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    dtype = result_type(self, min, max)
+    compute = opmath(dtype)
+    out = as_array(self, compute)
+    # torch.clamp is min(max(x, lo), hi): NaN anywhere propagates, and lo > hi gives hi.
+    if min is not None:
+        out = np.maximum(out, as_array(min, compute))
+    if max is not None:
+        out = np.minimum(out, as_array(max, compute))
+    return cast(out, dtype)

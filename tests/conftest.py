@@ -1,0 +1,3 @@
+from conformance.strategies import profiles
+
+profiles.register()
