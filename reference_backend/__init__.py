@@ -8,7 +8,7 @@ third-party backend, under the name ``reference``.
 
 from __future__ import annotations
 
-from .blob import FORMAT_VERSION
+from .blob import FORMAT_VERSION, VERSION_OFFSET, VERSION_SIZE
 from .kernels import KERNELS
 from .preprocess import ReferenceBackend
 from .runtime import ReferenceRuntime
@@ -24,14 +24,17 @@ def supported_ops() -> frozenset[str]:
 
 def backend_under_test():
     """The reference as a ``BackendUnderTest``: it claims every op it has a kernel for, in every dtype."""
-    from conformance.api import BackendUnderTest, Manifest
+    from conformance.api import BackendUnderTest, BlobVersionField, Manifest
 
     return BackendUnderTest(
         name=BACKEND_NAME,
         details=ReferenceBackend,
         runtime=ReferenceRuntime(),
         version=f"{__version__} (blob format {FORMAT_VERSION})",
-        manifest=Manifest(ops={op: "*" for op in sorted(KERNELS)}),
+        manifest=Manifest(
+            ops={op: "*" for op in sorted(KERNELS)},
+            blob_version=BlobVersionField(offset=VERSION_OFFSET, size=VERSION_SIZE, current=FORMAT_VERSION),
+        ),
         description="NumPy reference backend of the conformance suite",
     )
 

@@ -5,7 +5,7 @@ Adapters and third-party backends are written against these names.
 """
 
 from .backend import BackendDetails, BackendInterface, CompileSpec, PreprocessResult
-from .certification import BackendUnderTest, Manifest, ToleranceLoosening
+from .certification import BackendUnderTest, BlobVersionField, Manifest, ToleranceLoosening
 from .context import (
     BackendExecutionContext,
     BackendInitContext,
@@ -40,6 +40,7 @@ __all__ = [
     "BackendInterface",
     "BackendRegistry",
     "BackendUnderTest",
+    "BlobVersionField",
     "CompileSpec",
     "DataEntry",
     "DelegateEvent",

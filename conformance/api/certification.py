@@ -10,7 +10,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .backend import BackendInterface, CompileSpec
 from .scalar_type import DTYPE_NAMES
@@ -42,6 +42,17 @@ class ToleranceLoosening:
 
 
 @dataclass(frozen=True)
+class BlobVersionField:
+    """Where a backend's blob carries its format version, so the harness can forge older and newer ones."""
+
+    offset: int
+    size: int
+    current: int
+    """The version this runtime reads."""
+    byteorder: str = "little"
+
+
+@dataclass(frozen=True)
 class Manifest:
     """What a backend claims.
 
@@ -56,6 +67,7 @@ class Manifest:
     compile_specs: tuple[str, ...] = ()
     tolerances: tuple[ToleranceLoosening, ...] = ()
     not_applicable: Mapping[str, str] = field(default_factory=dict)
+    blob_version: BlobVersionField | None = None
 
     def __post_init__(self):
         ops = {}
@@ -93,7 +105,7 @@ class Manifest:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "manifest") -> "Manifest":
-        known = {"ops", "compile_specs", "tolerances", "not_applicable"}
+        known = {"ops", "compile_specs", "tolerances", "not_applicable", "blob_version"}
         extra = set(data) - known
         if extra:
             raise ValueError(f"{source}: unknown key(s) {sorted(extra)}; expected {sorted(known)}")
@@ -101,11 +113,16 @@ class Manifest:
             tolerances = tuple(ToleranceLoosening(**t) for t in data.get("tolerances", ()))
         except TypeError as exc:
             raise ValueError(f"{source}: bad tolerance entry: {exc}") from None
+        try:
+            version = BlobVersionField(**data["blob_version"]) if "blob_version" in data else None
+        except TypeError as exc:
+            raise ValueError(f"{source}: bad blob_version (offset, size, current, byteorder): {exc}") from None
         return cls(
             ops=data.get("ops", {}),
             compile_specs=tuple(data.get("compile_specs", ())),
             tolerances=tolerances,
             not_applicable=data.get("not_applicable", {}),
+            blob_version=version,
         )
 
     @classmethod
@@ -131,6 +148,9 @@ class BackendUnderTest:
     version: str = "unknown"
     manifest: Manifest = field(default_factory=Manifest)
     description: str = ""
+    registry: Callable[[], Any] | None = None
+    """Factory of an empty registry of the runtime this backend runs in (REG clauses).
+    None: ``conformance.api.BackendRegistry``, the Python runtime's registry."""
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:

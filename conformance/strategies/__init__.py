@@ -21,11 +21,14 @@ SignatureFn = Callable[..., Call]
 SIGNATURES: dict[str, SignatureFn] = {}
 _FAMILY_MODULES = (
     "elementwise",
+    "activation",
     "reduction",
+    "sorting",
     "linalg",
     "conv",
-    "pooling",
     "normalization",
+    "pooling",
+    "upsample",
     "indexing",
     "shape",
     "creation",
@@ -46,11 +49,7 @@ def signature(name: str) -> Callable[[SignatureFn], SignatureFn]:
 
 def _load_families() -> None:
     for module in _FAMILY_MODULES:
-        try:
-            importlib.import_module(f"{__name__}.{module}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{module}":
-                raise
+        importlib.import_module(f"{__name__}.{module}")
 
 
 def calls(spec, dtype: str, op: str | None = None) -> st.SearchStrategy[Call]:

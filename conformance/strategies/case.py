@@ -108,15 +108,15 @@ class Call:
     def structure(self, dynamic: bool) -> tuple:
         """What a program for this call depends on: everything except input values.
 
-        With ``dynamic``, input dims of size >= 2 are left open (-1) because the
-        exported program treats them as symbols; 0 and 1 stay exact because
-        torch.export specializes them.
+        With ``dynamic``, input sizes are left open (-1): the program is exported
+        with dynamic, size-oblivious dimensions, so only ranks, dtypes, parameter
+        shapes and attributes tell two programs apart.
         """
 
         def key(t: Tensor):
             shape = t.value.shape
             if dynamic and t.role == "input":
-                shape = tuple(s if s < 2 else -1 for s in shape)
+                shape = (-1,) * len(shape)
             return ("T", t.dtype, tuple(shape), t.role)
 
         return (
@@ -137,23 +137,43 @@ class Call:
         parts = [show(a) for a in self.args] + [f"{k}={show(v)}" for k, v in self.kwargs.items()]
         return f"{self.op}({', '.join(parts)})"
 
-    def replay_source(self) -> str:
-        """Python source that rebuilds this call exactly (values included)."""
+    # -- serialization for replays ------------------------------------------------------------
 
-        def src(a: Any) -> str:
+    def to_json(self) -> dict[str, Any]:
+        """The call with tensors as references ``{"tensor": i, ...}`` into ``tensors()`` order."""
+        tensors = self.tensors()
+        index = {id(t): i for i, t in enumerate(tensors)}
+
+        def enc(a: Any) -> Any:
             if isinstance(a, Tensor):
-                values = a.value.view(np.uint16) if a.dtype == "bfloat16" else a.value
-                body = f"np.array({values.tolist()!r}, dtype={str(values.dtype)!r}).reshape({a.value.shape!r})"
-                if a.dtype == "bfloat16":
-                    body += ".view(ml_dtypes.bfloat16)"
-                return f"Tensor({body}, role={a.role!r})"
+                return {"tensor": index[id(a)], "role": a.role, "dtype": a.dtype, "shape": list(a.value.shape)}
             if isinstance(a, float) and (a != a or a in (float("inf"), float("-inf"))):
-                return f"float({str(a)!r})"
+                return {"float": str(a)}
             if isinstance(a, (list, tuple)):
-                inner = ", ".join(src(x) for x in a)
-                return f"({inner},)" if isinstance(a, tuple) else f"[{inner}]"
-            return repr(a)
+                return {"list" if isinstance(a, list) else "tuple": [enc(x) for x in a]}
+            return a
 
-        args = ", ".join(src(a) for a in self.args)
-        kwargs = ", ".join(f"{k!r}: {src(v)}" for k, v in self.kwargs.items())
-        return f"Call({self.op!r}, ({args}{',' if len(self.args) == 1 else ''}), {{{kwargs}}})"
+        return {"op": self.op, "args": [enc(a) for a in self.args], "kwargs": {k: enc(v) for k, v in self.kwargs.items()}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> "Call":
+        """Inverse of ``to_json``; ``arrays["tensor<i>"]`` hold the values (bfloat16 as its uint16 bits)."""
+        import ml_dtypes
+
+        def dec(a: Any) -> Any:
+            if isinstance(a, dict):
+                if "tensor" in a:
+                    value = np.asarray(arrays[f"tensor{a['tensor']}"])
+                    if a["dtype"] == "bfloat16":
+                        value = value.view(ml_dtypes.bfloat16)
+                    return Tensor(value.reshape(a["shape"]), a["role"])
+                if "float" in a:
+                    return float(a["float"])
+                if "list" in a:
+                    return [dec(x) for x in a["list"]]
+                if "tuple" in a:
+                    return tuple(dec(x) for x in a["tuple"])
+            return a
+
+        return cls(data["op"], tuple(dec(a) for a in data["args"]), {k: dec(v) for k, v in data["kwargs"].items()})
+

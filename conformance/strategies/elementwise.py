@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ml_dtypes
+import numpy as np
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
-from conformance.api.scalar_type import is_floating, is_integral
+from conformance.api.scalar_type import is_floating, is_integral, numpy_dtype
 
 from . import Call, Tensor, attr, param, signature
 from .shapes import broadcast_shapes, shapes
@@ -107,3 +110,98 @@ def clamp(draw, spec, dtype, op):
     lo = bound(lo_shape) if which in ("both", "min") else None
     hi = bound(hi_shape) if which in ("both", "max") else None
     return Call(op, (x, lo, hi))
+
+
+def _attr_fits(dtype: str):
+    """Keep attribute values an integer tensor can take (ATen converts them with overflow checks)."""
+    if not is_integral(dtype):
+        return None
+    info = np.iinfo(numpy_dtype(dtype))
+
+    def keep(value) -> bool:
+        if value is None or isinstance(value, str):
+            return True
+        return isinstance(value, (int, float)) and info.min <= value <= info.max
+
+    return keep
+
+
+def _excluded_to_zero(x: np.ndarray, window) -> np.ndarray:
+    """Finite values whose magnitude lies in ``window`` ([lo, hi]) replaced by 0."""
+    lo, hi = window
+    with np.errstate(invalid="ignore"):
+        mag = np.abs(x.astype(np.float64))
+        return np.where((mag >= lo) & (mag <= hi), np.zeros((), x.dtype), x).astype(x.dtype)
+
+
+@signature("unary_attrs")
+def unary_attrs(draw, spec, dtype, op):
+    """op(self, **attrs) like ``unary``, with per-dtype attribute filtering and optional keywords.
+
+    params: ``max_rank`` (default 4); ``int_self_domain`` / ``self_domain`` override the
+    op's domain; ``optional`` lists attributes that are sometimes left out (the schema
+    default applies; TOML has no None); ``exclude_abs`` maps a dtype to [lo, hi]: finite
+    inputs of that magnitude are replaced by 0 (a window where eager disagrees with
+    itself, named in the op's notes); ``fit_attrs`` (default false): for integer dtypes
+    draw only attribute values in the dtype's range (for ops that convert them to it).
+    """
+    shape = draw(shapes(0, param(spec, "max_rank", 4)))
+    x = draw(arrays(dtype, shape, _domain(spec, dtype, "self_domain")))
+    window = param(spec, "exclude_abs", {}).get(dtype)
+    if window is not None:
+        x = _excluded_to_zero(x, window)
+    optional = set(param(spec, "optional", []))
+    keep = _attr_fits(dtype) if param(spec, "fit_attrs", False) else None
+    kwargs = {}
+    for key in spec.attrs:
+        if key in optional and draw(st.booleans()):
+            continue
+        kwargs[key] = attr(draw, spec, key, keep=keep)
+    return Call(op, (Tensor(x),), kwargs)
+
+
+# Float bounds inside each integer dtype's range that every float dtype can represent.
+_INT_TARGET_BOUNDS = {
+    "uint8": (0.0, 255.0),
+    "int8": (-128.0, 127.0),
+    "int16": (-32768.0, 32767.0),
+    "int32": (-2147483520.0, 2147483520.0),
+    "int64": (-(2.0**62), 2.0**62),
+}
+
+
+def _convertible_floats(source: str, target: str, shape) -> st.SearchStrategy:
+    """Arrays of float dtype ``source`` whose values truncate into integer dtype ``target``."""
+    lo, hi = _INT_TARGET_BOUNDS[target]
+    src = numpy_dtype(source)
+    big = float(ml_dtypes.finfo(src).max)
+    lo, hi = max(lo, -big), min(hi, big)
+
+    def representable(v: float) -> float:
+        return float(np.asarray(v).astype(src))
+
+    values = (
+        st.floats(lo, hi, allow_nan=False, allow_infinity=False)
+        .map(representable)
+        .filter(lambda v: lo <= v <= hi)
+    )
+    if source == "bfloat16":
+        return hnp.arrays(np.float32, shape, elements=values).map(lambda a: a.astype(src))
+    return hnp.arrays(src, shape, elements=values)
+
+
+@signature("to_copy")
+def to_copy(draw, spec, dtype, op):
+    """_to_copy(self, dtype=<attrs.dtype>): a dtype conversion from ``dtype``.
+
+    Float-to-integer conversions draw values that truncate into the target's range
+    (others are undefined behaviour in C++: eager's result depends on the vector
+    path); every other pair uses the op's domain, specials included.
+    """
+    target = attr(draw, spec, "dtype")
+    shape = draw(shapes(0, param(spec, "max_rank", 4)))
+    if is_floating(dtype) and is_integral(target):
+        x = draw(_convertible_floats(dtype, target, shape))
+    else:
+        x = draw(arrays(dtype, shape, _domain(spec, dtype, "self_domain")))
+    return Call(op, (Tensor(x),), {"dtype": target})

@@ -4,7 +4,22 @@ Importing this package fills ``KERNELS`` (operators, by ATen overload name and
 Edge-dialect spelling) and ``GRAPH_OPS`` (symbolic-size plumbing).
 """
 
-from . import binary, graph  # noqa: F401  (registration by import)
+from . import (  # noqa: F401  (registration by import)
+    activation,
+    binary,
+    conv,
+    creation,
+    graph,
+    indexing,
+    linalg,
+    normalization,
+    pooling,
+    reduction,
+    shape,
+    sorting,
+    unary,
+    upsample,
+)
 from ._registry import EDGE_ALIASES, GRAPH_OPS, KERNELS, kernel
 
 __all__ = ["EDGE_ALIASES", "GRAPH_OPS", "KERNELS", "kernel"]

@@ -1,0 +1,106 @@
+"""PERF: latency of preprocess, init and execute on the contract programs, with pytest-benchmark.
+
+Measured against the reference and PyTorch eager in the same run and reported as
+ratios. Never part of the verdict: ``conformance diff`` gates regressions. Timing
+under pytest-xdist is unreliable, so the CLI runs this module in its own session
+without workers; under xdist pytest-benchmark disables itself and these checks
+report NOT_APPLICABLE.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conformance.driver import Driver
+
+from . import _support as support
+
+PROGRAMS = list(support.CONTRACT_PROGRAMS)
+
+
+def _runner(backend, runner: str):
+    return backend if runner == "backend" else support.reference_backend()
+
+
+def _measure(benchmark, result, stage, target, setup=None, teardown=None):
+    result.set(stage=stage)
+    if benchmark.disabled:
+        result.not_applicable("pytest-benchmark is disabled in this session (xdist or --benchmark-disable)")
+    benchmark.pedantic(target, setup=setup, teardown=teardown, rounds=_rounds(benchmark), warmup_rounds=1)
+    stats = benchmark.stats.stats
+    result.set(
+        timings={
+            "median_ms": stats.median * 1e3,
+            "min_ms": stats.min * 1e3,
+            "mean_ms": stats.mean * 1e3,
+            "stddev_ms": stats.stddev * 1e3,
+            "rounds": stats.rounds,
+        }
+    )
+
+
+def _rounds(benchmark) -> int:
+    return max(5, int(getattr(benchmark, "_min_rounds", 5)))
+
+
+def _accepting(backend, runner, program_name, result):
+    from conformance.results import Category, CheckFailure
+
+    program = support.contract_program(program_name)
+    who = _runner(backend, runner)
+    driver = Driver(who)
+    try:
+        out, _ = driver.preprocess(program.fresh())
+    except CheckFailure as exc:
+        if exc.category is Category.NOT_SUPPORTED:
+            result.not_supported(f"{who.name} refuses {program_name}")
+        raise
+    return driver, program, out
+
+
+@pytest.mark.parametrize("runner", ["backend", "reference"])
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_PERF_001_preprocess_latency(backend, result, benchmark, program, runner):
+    driver, contract, _ = _accepting(backend, runner, program, result)
+    copies = []
+    _measure(benchmark, result, "preprocess", lambda: driver.preprocess(copies.pop()), setup=lambda: copies.append(contract.fresh()))
+
+
+@pytest.mark.parametrize("runner", ["backend", "reference"])
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_PERF_002_init_latency(backend, result, benchmark, program, runner):
+    driver, _, out = _accepting(backend, runner, program, result)
+    handles = []
+    _measure(
+        benchmark,
+        result,
+        "init",
+        lambda: handles.append(driver.init(out)),
+        teardown=lambda: driver.destroy(handles.pop()),
+    )
+
+
+@pytest.mark.parametrize("runner", ["backend", "reference", "eager"])
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_PERF_003_execute_latency(backend, result, benchmark, program, runner):
+    import torch
+
+    expected = list(support.expected_for(program))
+    if runner == "eager":
+        contract = support.contract_program(program)
+        module = contract.module
+        inputs = [torch.from_numpy(np.array(a)) for a in contract.inputs]
+
+        def run_eager():
+            with torch.no_grad():
+                module(*inputs)
+
+        _measure(benchmark, result, "execute", run_eager)
+        return
+    driver, contract, out = _accepting(backend, runner, program, result)
+    loaded = driver.init(out)
+    try:
+        _measure(benchmark, result, "execute", lambda: driver.execute(loaded, contract.inputs, expected))
+    finally:
+        driver.destroy(loaded)

@@ -1,0 +1,442 @@
+"""RT: init / execute / destroy, and everything a runtime may throw at them."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import tracemalloc
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conformance.api import BackendError, Error, EValue, MemoryAllocator
+from conformance.driver import Driver, describe_exception
+from conformance.results import Category, CheckFailure
+
+from . import _support as support
+
+LEAK_CYCLES = 1000
+LEAK_BUDGET_BYTES = 256 * 1024
+ALLOCATION_ERRORS = (Error.MemoryAllocationFailed, Error.DelegateMemoryAllocationFailed)
+
+
+def _prepared(backend, result):
+    """(driver, contract program, preprocess result, expected outputs) for the runnable program."""
+    program = support.runnable(backend)
+    result.set(program=program.name)
+    driver = Driver(backend)
+    out, _ = driver.preprocess(program.fresh())
+    return driver, program, out, list(support.expected_for(program.name))
+
+
+def _other_inputs(program, seed: int) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    return tuple(rng.standard_normal(a.shape).astype(a.dtype) for a in program.inputs)
+
+
+def _expected(program, inputs, like):
+    return support.reference_outputs(program.exported, inputs, like)
+
+
+def _expect_error(fn, errors: tuple[Error, ...], what: str) -> None:
+    """``fn`` must report one of ``errors``: raise BackendError, or return it from execute."""
+    try:
+        status = fn()
+    except BackendError as exc:
+        if exc.error in errors:
+            return
+        raise CheckFailure(
+            Category.CONTRACT_VIOLATION, f"{what}: got {exc}, expected {' or '.join(e.name for e in errors)}"
+        ) from exc
+    except Exception as exc:
+        raise CheckFailure(
+            Category.CONTRACT_VIOLATION,
+            f"{what}: raised {describe_exception(exc)}; expected BackendError({' or '.join(e.name for e in errors)})",
+        ) from exc
+    if isinstance(status, Error) and status in errors:
+        return
+    raise CheckFailure(
+        Category.CONTRACT_VIOLATION,
+        f"{what}: returned {status!r} instead of reporting {' or '.join(e.name for e in errors)}",
+    )
+
+
+def _context():
+    from conformance.api import BackendExecutionContext, EventTracer
+
+    return BackendExecutionContext(temp_allocator=MemoryAllocator(1 << 30), event_tracer=EventTracer())
+
+
+def test_RT_001_is_available(backend, result):
+    try:
+        available = backend.runtime.is_available()
+    except Exception as exc:
+        raise CheckFailure(Category.CONTRACT_VIOLATION, f"is_available raised {describe_exception(exc)}") from exc
+    if available is not True:
+        raise CheckFailure(Category.CONTRACT_VIOLATION, f"is_available returned {available!r} on this machine")
+
+
+def test_RT_002_round_trip(backend, result):
+    driver, program, out, expected = _prepared(backend, result)
+    loaded = driver.init(out)
+    try:
+        ran = driver.execute(loaded, program.inputs, expected)
+    finally:
+        driver.destroy(loaded)
+    stats = support.compare_outputs(ran.outputs, expected, what=program.name)
+    result.stats(**stats)
+    result.set(timings={"init_ms": loaded.init_ns / 1e6, "execute_ms": ran.execute_ns / 1e6})
+
+
+def test_RT_003_independent_handles(backend, result):
+    driver, program, out, expected = _prepared(backend, result)
+    other_inputs = _other_inputs(program, 11)
+    other_expected = _expected(program, other_inputs, expected)
+    first, second = driver.init(out), driver.init(out)
+    try:
+        for _ in range(2):  # interleaved
+            a = driver.execute(first, program.inputs, expected)
+            b = driver.execute(second, other_inputs, other_expected)
+            support.compare_outputs(a.outputs, expected, what="first handle (interleaved)")
+            support.compare_outputs(b.outputs, other_expected, what="second handle (interleaved)")
+    finally:
+        driver.destroy(first)
+    try:
+        b = driver.execute(second, other_inputs, other_expected)
+        support.compare_outputs(b.outputs, other_expected, what="second handle after the first was destroyed")
+    finally:
+        driver.destroy(second)
+
+
+def test_RT_004_repeated_execute_identical(backend, result):
+    driver, program, out, expected = _prepared(backend, result)
+    loaded = driver.init(out)
+    try:
+        runs = [driver.execute(loaded, program.inputs, expected).outputs for _ in range(5)]
+    finally:
+        driver.destroy(loaded)
+    support.compare_outputs(runs[0], expected, what="first execution")
+    for i, outputs in enumerate(runs[1:], start=2):
+        for j, (a, b) in enumerate(zip(runs[0], outputs)):
+            if a.tobytes() != b.tobytes():
+                raise CheckFailure(
+                    Category.CONTRACT_VIOLATION, f"execution {i} output {j} differs bitwise from the first execution"
+                )
+
+
+def test_RT_005_processed_buffer_freed_after_init(backend, result):
+    driver, program, out, expected = _prepared(backend, result)
+    kept = driver.init(out, free_processed=False)
+    freed = driver.init(out, free_processed=True)
+    try:
+        with_buffer = driver.execute(kept, program.inputs, expected).outputs
+        without = driver.execute(freed, program.inputs, expected).outputs
+    finally:
+        driver.destroy(kept)
+        driver.destroy(freed)
+    support.compare_outputs(with_buffer, expected, what="processed buffer kept alive")
+    support.compare_outputs(without, expected, what="processed buffer freed after init (the backend kept a view of it)")
+
+
+def test_RT_006_execute_after_destroy(backend, result):
+    driver, program, out, expected = _prepared(backend, result)
+    loaded = driver.init(out)
+    driver.destroy(loaded)
+    args = [EValue(np.array(a)) for a in program.inputs] + [EValue(np.zeros_like(e)) for e in expected]
+    _expect_error(
+        lambda: backend.runtime.execute(_context(), loaded.handle, args),
+        (Error.DelegateInvalidHandle,),
+        "execute after destroy",
+    )
+
+
+def test_RT_007_foreign_handle(backend, result):
+    driver, program, out, expected = _prepared(backend, result)
+    for foreign in (None, object(), 12345, "handle"):
+        args = [EValue(np.array(a)) for a in program.inputs] + [EValue(np.zeros_like(e)) for e in expected]
+        _expect_error(
+            lambda: backend.runtime.execute(_context(), foreign, args),
+            (Error.DelegateInvalidHandle,),
+            f"execute with foreign handle {foreign!r}",
+        )
+
+
+def _with_handle(driver, out, fn):
+    loaded = driver.init(out)
+    try:
+        return fn(loaded)
+    finally:
+        driver.destroy(loaded)
+
+
+def test_RT_008_wrong_arity(backend, result):
+    driver, program, out, expected = _prepared(backend, result)
+    inputs = [EValue(np.array(a)) for a in program.inputs]
+    outputs = [EValue(np.zeros_like(e)) for e in expected]
+
+    def check(loaded):
+        for label, args in (
+            ("no arguments", []),
+            ("one input missing", inputs[1:] + outputs),
+            ("outputs missing", inputs),
+            ("one extra argument", inputs + outputs + [EValue(np.zeros(3, np.float32))]),
+        ):
+            _expect_error(
+                lambda: backend.runtime.execute(_context(), loaded.handle, list(args)),
+                (Error.InvalidArgument,),
+                f"execute with {label}",
+            )
+
+    _with_handle(driver, out, check)
+
+
+def test_RT_009_wrong_dtype(backend, result):
+    driver, program, out, expected = _prepared(backend, result)
+    wrong = np.float64 if program.inputs[0].dtype != np.float64 else np.float32
+    inputs = [EValue(program.inputs[0].astype(wrong))] + [EValue(np.array(a)) for a in program.inputs[1:]]
+    outputs = [EValue(np.zeros_like(e)) for e in expected]
+    _with_handle(
+        driver,
+        out,
+        lambda loaded: _expect_error(
+            lambda: backend.runtime.execute(_context(), loaded.handle, inputs + outputs),
+            (Error.InvalidArgument,),
+            f"execute with input 0 as {np.dtype(wrong).name}",
+        ),
+    )
+
+
+def test_RT_010_wrong_shape(backend, result):
+    driver, program, out, expected = _prepared(backend, result)
+    first = program.inputs[0]
+    bigger = np.zeros(tuple(s + 3 for s in first.shape), first.dtype)
+    higher = np.zeros(first.shape + (2,), first.dtype)
+    outputs = [EValue(np.zeros_like(e)) for e in expected]
+
+    def check(loaded):
+        for label, wrong in (("larger", bigger), ("higher rank", higher)):
+            args = [EValue(wrong)] + [EValue(np.array(a)) for a in program.inputs[1:]] + outputs
+            _expect_error(
+                lambda: backend.runtime.execute(_context(), loaded.handle, args),
+                (Error.InvalidArgument,),
+                f"execute with a {label} input 0 {list(wrong.shape)}",
+            )
+
+    _with_handle(driver, out, check)
+
+
+def _init_must_be_clean(driver, out, blob: bytes, program, expected, what: str) -> str:
+    """init on ``blob``: success or BackendError; a handle it returns must execute or raise BackendError."""
+    try:
+        loaded = driver.init(out, processed_bytes=blob)
+    except CheckFailure as exc:
+        if exc.category is Category.INIT_FAIL:
+            return "refused"
+        raise CheckFailure(Category.CONTRACT_VIOLATION, f"{what}: {exc.message}") from exc
+    try:
+        driver.execute(loaded, program.inputs, expected)
+    except CheckFailure as exc:
+        if exc.category is not Category.EXECUTE_FAIL:
+            raise CheckFailure(Category.CONTRACT_VIOLATION, f"{what}: accepted by init, then {exc.message}") from exc
+    finally:
+        try:
+            driver.destroy(loaded)
+        except CheckFailure:
+            pass
+    return "accepted"
+
+
+def test_RT_011_mutated_blobs(backend, result):
+    driver, program, out, expected = _prepared(backend, result)
+    blob = out.processed_bytes
+    if not blob:
+        result.not_applicable("the backend's processed blob is empty")
+    outcomes = {"refused": 0, "accepted": 0}
+
+    @settings(max_examples=60, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(
+        positions=st.lists(st.integers(0, len(blob) - 1), min_size=1, max_size=8),
+        values=st.lists(st.integers(0, 255), min_size=8, max_size=8),
+    )
+    def mutate(positions, values):
+        data = bytearray(blob)
+        for pos, val in zip(positions, values):
+            data[pos] = val if data[pos] != val else val ^ 0xFF
+        what = f"init on the blob with bytes {sorted(set(positions))[:8]} changed"
+        outcomes[_init_must_be_clean(driver, out, bytes(data), program, expected, what)] += 1
+
+    mutate()
+    result.stats(**outcomes)
+
+
+def test_RT_012_truncated_blobs(backend, result):
+    driver, program, out, expected = _prepared(backend, result)
+    blob = out.processed_bytes
+    if not blob:
+        result.not_applicable("the backend's processed blob is empty")
+    lengths = sorted({0, 1, len(blob) // 2, len(blob) - 1, *range(0, len(blob), max(1, len(blob) // 64))} - {len(blob)})
+    for n in lengths:
+        try:
+            loaded = driver.init(out, processed_bytes=blob[:n])
+        except CheckFailure as exc:
+            if exc.category is Category.INIT_FAIL:
+                continue
+            raise CheckFailure(Category.CONTRACT_VIOLATION, f"init on the blob truncated to {n} bytes: {exc.message}") from exc
+        driver.destroy(loaded)
+        raise CheckFailure(
+            Category.CONTRACT_VIOLATION,
+            f"init accepted the blob truncated to {n} of {len(blob)} bytes; a truncated blob must be refused",
+        )
+    result.stats(lengths_checked=len(lengths))
+
+
+def test_RT_013_blob_version_checked(backend, result):
+    field = backend.manifest.blob_version
+    if field is None:
+        result.not_applicable("the manifest does not say where the blob carries its format version (blob_version)")
+    driver, program, out, expected = _prepared(backend, result)
+    blob = bytearray(out.processed_bytes)
+    stored = int.from_bytes(blob[field.offset : field.offset + field.size], field.byteorder)
+    if stored != field.current:
+        raise CheckFailure(
+            Category.CONTRACT_VIOLATION,
+            f"the blob holds version {stored} at offset {field.offset}, the manifest says the current one is {field.current}",
+        )
+    for label, version in (("older", field.current - 1), ("newer", field.current + 1)):
+        if version < 0:
+            continue
+        forged = bytearray(blob)
+        forged[field.offset : field.offset + field.size] = version.to_bytes(field.size, field.byteorder)
+        _expect_init_error(driver, out, bytes(forged), f"{label} format version {version}")
+
+
+def _expect_init_error(driver, out, blob, label):
+    try:
+        loaded = driver.init(out, processed_bytes=blob)
+    except CheckFailure as exc:
+        cause = exc.__cause__
+        if isinstance(cause, BackendError) and cause.error is Error.DelegateInvalidCompatibility:
+            return
+        raise CheckFailure(
+            Category.CONTRACT_VIOLATION,
+            f"init on a blob of {label} gave {describe_exception(cause) if cause else exc.message}; "
+            "expected BackendError(DelegateInvalidCompatibility)",
+        ) from exc
+    driver.destroy(loaded)
+    raise CheckFailure(Category.CONTRACT_VIOLATION, f"init accepted a blob of {label}")
+
+
+def test_RT_014_allocator_exhaustion(backend, result):
+    driver, program, out, expected = _prepared(backend, result)
+    outcomes = {}
+    try:
+        loaded = driver.init(out, runtime_allocator=MemoryAllocator(0))
+    except CheckFailure as exc:
+        cause = exc.__cause__
+        if not (isinstance(cause, BackendError) and cause.error in ALLOCATION_ERRORS):
+            raise CheckFailure(
+                Category.CONTRACT_VIOLATION,
+                f"init with an exhausted runtime allocator gave {describe_exception(cause) if cause else exc.message}; "
+                "expected MemoryAllocationFailed or DelegateMemoryAllocationFailed (or success)",
+            ) from exc
+        outcomes["init"] = cause.error.name
+    else:
+        outcomes["init"] = "succeeded"
+        try:
+            ran = driver.execute(loaded, program.inputs, expected)
+            support.compare_outputs(ran.outputs, expected, what="after init with an exhausted runtime allocator")
+        finally:
+            driver.destroy(loaded)
+    loaded = driver.init(out)
+    try:
+        ran = driver.execute(loaded, program.inputs, expected, temp_allocator=MemoryAllocator(0))
+        support.compare_outputs(ran.outputs, expected, what="execute with an exhausted temp allocator")
+        outcomes["execute"] = "succeeded"
+    except CheckFailure as exc:
+        cause = exc.__cause__
+        if not (isinstance(cause, BackendError) and cause.error in ALLOCATION_ERRORS):
+            raise CheckFailure(
+                Category.CONTRACT_VIOLATION,
+                f"execute with an exhausted temp allocator gave {describe_exception(cause) if cause else exc.message}; "
+                "expected MemoryAllocationFailed or DelegateMemoryAllocationFailed (or success)",
+            ) from exc
+        outcomes["execute"] = cause.error.name
+    finally:
+        driver.destroy(loaded)
+    result.stats(**outcomes)
+
+
+def test_RT_015_concurrent_handles(backend, result):
+    driver, program, out, expected = _prepared(backend, result)
+    threads_n, rounds = 4, 10
+    cases = []
+    for t in range(threads_n):
+        inputs = _other_inputs(program, 100 + t)
+        cases.append((inputs, _expected(program, inputs, expected)))
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(threads_n)
+
+    def work(inputs, want):
+        try:
+            loaded = driver.init(out)
+            barrier.wait()
+            try:
+                for _ in range(rounds):
+                    support.compare_outputs(driver.execute(loaded, inputs, want).outputs, want, what="concurrent execution")
+            finally:
+                driver.destroy(loaded)
+        except BaseException as exc:  # collected and re-raised in the main thread
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=work, args=case) for case in cases]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
+    if real:
+        first = real[0]
+        if isinstance(first, CheckFailure):
+            raise CheckFailure(first.category, f"with {threads_n} threads: {first.message}") from first
+        raise CheckFailure(Category.CONTRACT_VIOLATION, f"with {threads_n} threads: {describe_exception(first)}") from first
+    result.stats(threads=threads_n, executions=threads_n * rounds)
+
+
+def test_RT_016_no_leak_over_init_destroy_cycles(backend, result):
+    driver, program, out, expected = _prepared(backend, result)
+    for _ in range(50):  # warm caches before measuring
+        driver.destroy(driver.init(out))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(LEAK_CYCLES):
+            driver.destroy(driver.init(out))
+        gc.collect()
+        growth = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    result.stats(cycles=LEAK_CYCLES, growth_bytes=growth, budget_bytes=LEAK_BUDGET_BYTES)
+    if growth > LEAK_BUDGET_BYTES:
+        raise CheckFailure(
+            Category.CONTRACT_VIOLATION,
+            f"Python heap grew by {growth} bytes over {LEAK_CYCLES} init/destroy cycles "
+            f"({growth / LEAK_CYCLES:.0f} bytes per cycle; budget {LEAK_BUDGET_BYTES})",
+        )
+
+
+def test_RT_017_execute_leaves_inputs_alone(backend, result):
+    driver, program, out, expected = _prepared(backend, result)
+    inputs = [np.array(a) for a in program.inputs]
+    args = [EValue(a) for a in inputs] + [EValue(np.zeros_like(e)) for e in expected]
+
+    def check(loaded):
+        driver.execute(loaded, inputs, expected, args=args)
+        for i, (before, after) in enumerate(zip(program.inputs, inputs)):
+            if before.tobytes() != after.tobytes():
+                raise CheckFailure(Category.CONTRACT_VIOLATION, f"execute modified input {i}")
+
+    _with_handle(driver, out, check)

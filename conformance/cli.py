@@ -1,0 +1,238 @@
+"""python -m conformance certify | report | replay | list
+
+A thin layer over pytest: ``certify`` runs the checks in ``conformance.checks``
+(through the plugin, in pytest-xdist workers so a crash costs one result),
+then the performance checks in a session of their own (timing under xdist is
+unreliable), then merges both results documents into the report.
+
+Exit codes: 0 certified (or command succeeded), 1 not certified, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+EXIT_OK, EXIT_NOT_CERTIFIED, EXIT_USAGE = 0, 1, 2
+DEFAULT_TIMEOUT = 120
+
+
+class UsageError(Exception):
+    pass
+
+
+def _backend_or_exit(name: str):
+    from conformance.discovery import DiscoveryError, load
+
+    try:
+        return load(name)
+    except DiscoveryError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _pytest(args: list[str], env: dict[str, str], *, quiet: bool = False) -> int:
+    command = [sys.executable, "-m", "pytest", *args]
+    if not quiet:
+        return subprocess.call(command, env=env)
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode not in (0, 1):  # show a broken session; results are in the report otherwise
+        sys.stdout.write(done.stdout)
+        sys.stderr.write(done.stderr)
+    return done.returncode
+
+
+def certify(ns: argparse.Namespace, extra: list[str]) -> int:
+    from conformance import specs as spec_module
+    from conformance.plugin import safe_name
+
+    backend = _backend_or_exit(ns.backend)
+    specs = spec_module.load()
+    try:
+        profile = specs.profile(ns.profile)
+    except KeyError as exc:
+        raise UsageError(str(exc.args[0])) from None
+    out = Path(ns.output)
+    results_dir = out / safe_name(backend.name) / "results"
+    if results_dir.exists():
+        for stale in results_dir.glob("*.json"):
+            stale.unlink()
+    env = dict(os.environ)
+    env["HYPOTHESIS_PROFILE"] = ns.hypothesis_profile
+    common = [
+        "--pyargs",
+        "conformance.checks",
+        "--backend",
+        ns.backend,
+        "--profile",
+        profile.name,
+        "--conformance-out",
+        str(out),
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "addopts=",
+        "-o",
+        "python_files=test_*.py",
+        "--rootdir",
+        str(Path.cwd()),
+    ]
+    started = time.perf_counter()
+    workers = ["-n", str(ns.workers)] if ns.workers != "0" else ["-p", "no:xdist"]
+    status = _pytest(
+        common
+        + workers
+        + ["--conformance-tag", "checks", "--timeout", str(ns.timeout), "-k", "not test_PERF", "--benchmark-disable"]
+        + extra,
+        env,
+    )
+    if status not in (0, 1):
+        print(f"conformance: the check session ended with pytest exit code {status}", file=sys.stderr)
+    if any(c.startswith("PERF-") for c in profile.clauses) and not ns.skip_perf:
+        print("conformance: timing preprocess, init and execute (pytest-benchmark, no workers) ...", flush=True)
+        _pytest(
+            common
+            + ["-p", "no:xdist", "--conformance-tag", "perf", "--timeout", str(ns.timeout), "-k", "test_PERF"]
+            + ["--benchmark-min-rounds", "5", "--benchmark-max-time", "0.2", "--benchmark-disable-gc", "-q"]
+            + extra,
+            env,
+            quiet=True,
+        )
+    report_dir = out / safe_name(backend.name)
+    try:
+        report = build_and_write(report_dir, specs)
+    except FileNotFoundError as exc:
+        print(f"conformance: no results were written ({exc}); see the pytest output above", file=sys.stderr)
+        return EXIT_NOT_CERTIFIED
+    _print_summary(report, report_dir, time.perf_counter() - started)
+    return EXIT_OK if report["verdict"]["certified"] else EXIT_NOT_CERTIFIED
+
+
+def build_and_write(report_dir: Path, specs) -> dict:
+    """Merge results/*.json under ``report_dir`` into report.json and its renderings."""
+    from conformance.plugin import write_json_atomic
+    from conformance.report import build_report
+    from conformance.report.markdown import render
+
+    parts = sorted((report_dir / "results").glob("*.json"))
+    if not parts:
+        raise FileNotFoundError(report_dir / "results")
+    report = build_report([json.loads(p.read_text()) for p in parts], specs)
+    write_json_atomic(report_dir / "report.json", report)
+    (report_dir / "report.md").write_text(render(report, specs.clauses))
+    return report
+
+
+def _print_summary(report: dict, report_dir: Path, seconds: float) -> None:
+    from tabulate import tabulate
+
+    verdict = report["verdict"]
+    print()
+    print(f"{'CERTIFIED' if verdict['certified'] else 'NOT CERTIFIED'}: {report['backend']['name']}: {verdict['text']}")
+    print(tabulate(sorted(report["summary"]["counts"].items()), headers=["category", "count"], tablefmt="simple"))
+    if verdict["failing_clauses"]:
+        print("failing clauses:", ", ".join(verdict["failing_clauses"]))
+    slow = sorted(report["results"], key=lambda r: -r.get("duration_s", 0))[:5]
+    print("slowest checks:", ", ".join(f"{r['id']} {r.get('duration_s', 0):.1f}s" for r in slow))
+    print(f"reports: {report_dir / 'report.json'}, {report_dir / 'report.md'}  ({seconds:.0f} s)")
+
+
+def report_command(ns: argparse.Namespace) -> int:
+    from conformance import specs as spec_module
+
+    report = build_and_write(Path(ns.directory), spec_module.load())
+    print(report["verdict"]["text"])
+    return EXIT_OK
+
+
+def replay(ns: argparse.Namespace) -> int:
+    """Re-run a saved failing example through the backend and show the comparison."""
+    import numpy as np
+
+    from conformance import oracle, specs as spec_module
+    from conformance.driver import Driver
+    from conformance.programs import program_for
+    from conformance.results import CheckFailure
+    from conformance.strategies.case import Call
+
+    directory = Path(ns.directory)
+    try:
+        saved = json.loads((directory / "call.json").read_text())
+        arrays = dict(np.load(directory / "arrays.npz"))
+    except FileNotFoundError as exc:
+        raise UsageError(f"{directory} holds no saved example ({exc.filename} missing)") from None
+    call = Call.from_json(saved["call"], arrays)
+    name = ns.backend or directory.parent.parent.name
+    backend = _backend_or_exit(name)
+    spec = spec_module.load().op(call.op)
+    print(f"backend: {backend.name}\ncall:    {call.describe()}\nsaved:   {saved['message']}")
+    program = program_for(call, dynamic=spec.dynamic)
+    expected = [arrays[k] for k in sorted(arrays) if k.startswith("expected")]
+    expected = [e.view("bfloat16") if e.dtype == np.uint16 and call.tensors() and call.tensors()[0].dtype == "bfloat16" else e for e in expected]
+    try:
+        ran = Driver(backend).run(program.exported, program.inputs, expected)
+    except CheckFailure as exc:
+        print(f"now:     {exc.category.value}: {exc.message}")
+        return EXIT_NOT_CERTIFIED
+    failed = False
+    for i, (a, e) in enumerate(zip(ran.outputs, expected)):
+        cmp = oracle.compare(np.asarray(a), e, oracle.tolerance_for(spec, oracle.dtype_name(e.dtype), backend.manifest, call.op))
+        print(f"output {i}: {'ok' if cmp.ok else 'MISMATCH'}: {cmp.message} (max abs {cmp.max_abs:g}, max ulp {cmp.max_ulp:g})")
+        failed |= not cmp.ok
+    return EXIT_NOT_CERTIFIED if failed else EXIT_OK
+
+
+def list_command(ns: argparse.Namespace) -> int:
+    from conformance.discovery import available, entry_points
+
+    for name in available():
+        print(f"{name:32s} {entry_points()[name].value}")
+    return EXIT_OK
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m conformance", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("certify", help="certify a backend and write reports/NAME/report.{json,md}")
+    c.add_argument("backend", help="entry-point name (see `list`) or module:attr")
+    c.add_argument("--profile", default="full")
+    c.add_argument("--output", default="reports", help="directory for reports (default: reports)")
+    c.add_argument("--hypothesis-profile", default=os.environ.get("HYPOTHESIS_PROFILE", "ci"), choices=["ci", "dev", "thorough"])
+    c.add_argument("--workers", default="auto", help="pytest-xdist workers (default auto; 0 runs in-process, no crash isolation)")
+    c.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per check before TIMEOUT")
+    c.add_argument("--skip-perf", action="store_true", help="skip the performance session")
+    r = sub.add_parser("report", help="rebuild report.json/md from DIR/results/*.json")
+    r.add_argument("directory")
+    rp = sub.add_parser("replay", help="re-run a saved failing example")
+    rp.add_argument("directory")
+    rp.add_argument("--backend", default=None, help="backend to run it on (default: the one that failed)")
+    sub.add_parser("list", help="list backends found through entry points")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1 :]
+    p = parser()
+    ns, unknown = p.parse_known_args(argv)
+    extra = unknown + extra  # unknown options go to pytest (-k, -x, --timeout-method ...)
+    if ns.command != "certify" and extra:
+        p.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        if ns.command == "certify":
+            return certify(ns, extra)
+        if ns.command == "report":
+            return report_command(ns)
+        if ns.command == "replay":
+            return replay(ns)
+        return list_command(ns)
+    except UsageError as exc:
+        print(f"conformance: {exc}", file=sys.stderr)
+        return EXIT_USAGE

@@ -1,0 +1,256 @@
+"""Drives one program through a backend exactly as an ExecuTorch runtime would.
+
+preprocess(program, compile specs) -> PreprocessResult
+  -> FreeableBuffer over processed_bytes, NamedDataMap over the data store output,
+     a runtime MemoryAllocator, a BackendInitContext -> init -> handle
+     (the processed buffer is freed right after init, as the runtime does)
+  -> inputs + outputs pre-allocated and filled with a sentinel, a temp allocator
+     and an EventTracer in a BackendExecutionContext -> execute
+  -> destroy
+
+Every stage turns a backend's misbehaviour into a ``CheckFailure`` with the
+right category: a BackendError is the backend refusing or failing (PREPROCESS_FAIL,
+INIT_FAIL, EXECUTE_FAIL); any other exception, a wrong return type, or an
+unwritten output is a CONTRACT_VIOLATION.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from conformance.api import (
+    BackendError,
+    BackendExecutionContext,
+    BackendInitContext,
+    BackendUnderTest,
+    CompileSpec,
+    Error,
+    EValue,
+    EventTracer,
+    FreeableBuffer,
+    MemoryAllocator,
+    NamedDataMap,
+    NamedDataStoreOutput,
+    PreprocessResult,
+)
+from conformance.results import Category, CheckFailure
+
+RUNTIME_CAPACITY = 1 << 30
+TEMP_CAPACITY = 1 << 30
+CLEAN_REFUSALS = (Error.NotSupported, Error.NotImplemented)
+
+
+def describe_exception(exc: BaseException) -> str:
+    if isinstance(exc, BackendError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+@dataclass
+class Loaded:
+    """A live handle and what the runtime lent the backend to build it."""
+
+    handle: Any
+    processed: FreeableBuffer
+    named_data: NamedDataMap
+    runtime_allocator: MemoryAllocator
+    init_ns: int
+
+
+@dataclass
+class Execution:
+    outputs: list[np.ndarray]
+    events: list
+    execute_ns: int
+    temp_peak: int
+
+
+@dataclass
+class Timings:
+    preprocess_ns: int = 0
+    init_ns: int = 0
+    execute_ns: int = 0
+
+    def as_dict(self) -> dict[str, float]:
+        return {k.replace("_ns", "_ms"): v / 1e6 for k, v in vars(self).items()}
+
+
+@dataclass
+class RunResult:
+    outputs: list[np.ndarray]
+    preprocess_result: PreprocessResult
+    events: list = field(default_factory=list)
+    timings: Timings = field(default_factory=Timings)
+
+
+def sentinel_like(template: np.ndarray) -> np.ndarray:
+    """An output buffer of ``template``'s shape and dtype, pre-filled so unwritten elements show."""
+    out = np.empty(template.shape, template.dtype)
+    if out.dtype.kind == "f" or out.dtype.name == "bfloat16":
+        out.fill(np.nan)
+    elif out.dtype.kind == "b":
+        out.fill(True)
+    else:
+        out.reshape(-1).view(np.uint8).fill(0x5A)  # reshape: .view() refuses 0-d arrays
+    return out
+
+
+class Driver:
+    """Runs programs through one ``BackendUnderTest``."""
+
+    def __init__(self, backend: BackendUnderTest):
+        self.backend = backend
+
+    # -- preprocess -----------------------------------------------------------------------
+
+    def preprocess(self, exported, compile_specs: Sequence[CompileSpec] | None = None) -> tuple[PreprocessResult, int]:
+        specs = list(self.backend.compile_specs if compile_specs is None else compile_specs)
+        start = time.perf_counter_ns()
+        try:
+            result = self.backend.details.preprocess(exported, specs)
+        except BackendError as exc:
+            category = Category.NOT_SUPPORTED if exc.error in CLEAN_REFUSALS else Category.PREPROCESS_FAIL
+            raise CheckFailure(category, f"preprocess refused: {exc}", stage="preprocess") from exc
+        except Exception as exc:
+            raise CheckFailure(
+                Category.PREPROCESS_FAIL,
+                f"preprocess raised {describe_exception(exc)}",
+                stage="preprocess",
+            ) from exc
+        elapsed = time.perf_counter_ns() - start
+        check_preprocess_result(result)
+        return result, elapsed
+
+    # -- init -----------------------------------------------------------------------------
+
+    def init(
+        self,
+        result: PreprocessResult,
+        *,
+        runtime_allocator: MemoryAllocator | None = None,
+        free_processed: bool = True,
+        processed_bytes: bytes | None = None,
+    ) -> Loaded:
+        processed = FreeableBuffer(result.processed_bytes if processed_bytes is None else processed_bytes)
+        named = NamedDataMap(result.data_store_output or NamedDataStoreOutput())
+        allocator = runtime_allocator if runtime_allocator is not None else MemoryAllocator(RUNTIME_CAPACITY)
+        context = BackendInitContext(runtime_allocator=allocator, named_data_map=named, method_name="forward")
+        start = time.perf_counter_ns()
+        try:
+            handle = self.backend.runtime.init(context, processed, list(self.backend.compile_specs))
+        except BackendError as exc:
+            raise CheckFailure(Category.INIT_FAIL, f"init failed: {exc}", stage="init") from exc
+        except Exception as exc:
+            raise CheckFailure(
+                Category.CONTRACT_VIOLATION,
+                f"init raised {describe_exception(exc)}; only BackendError may leave init",
+                stage="init",
+            ) from exc
+        elapsed = time.perf_counter_ns() - start
+        if free_processed:
+            processed.free()  # the runtime releases the processed blob once init returns
+        return Loaded(handle, processed, named, allocator, elapsed)
+
+    # -- execute --------------------------------------------------------------------------
+
+    def execute(
+        self,
+        loaded: Loaded,
+        inputs: Sequence[np.ndarray],
+        expected_like: Sequence[np.ndarray],
+        *,
+        temp_allocator: MemoryAllocator | None = None,
+        args: list[EValue] | None = None,
+    ) -> Execution:
+        outputs = [sentinel_like(e) for e in expected_like]
+        if args is None:
+            args = [EValue(np.array(a, copy=True)) for a in inputs] + [EValue(o) for o in outputs]
+        tracer = EventTracer()
+        temp = temp_allocator if temp_allocator is not None else MemoryAllocator(TEMP_CAPACITY)
+        context = BackendExecutionContext(temp_allocator=temp, event_tracer=tracer, method_name="forward")
+        start = time.perf_counter_ns()
+        try:
+            status = self.backend.runtime.execute(context, loaded.handle, args)
+        except BackendError as exc:
+            raise CheckFailure(Category.EXECUTE_FAIL, f"execute failed: {exc}", stage="execute") from exc
+        except Exception as exc:
+            raise CheckFailure(
+                Category.CONTRACT_VIOLATION,
+                f"execute raised {describe_exception(exc)}; only BackendError may leave execute",
+                stage="execute",
+            ) from exc
+        finally:
+            peak = temp.peak
+            temp.reset()  # the runtime resets the temp allocator after every execute
+        elapsed = time.perf_counter_ns() - start
+        if not isinstance(status, Error):
+            raise CheckFailure(
+                Category.CONTRACT_VIOLATION,
+                f"execute returned {status!r}; it must return an Error (Error.Ok on success)",
+                stage="execute",
+            )
+        if status is not Error.Ok:
+            raise CheckFailure(Category.EXECUTE_FAIL, f"execute returned {status.name}", stage="execute")
+        written = [a.value for a in args[len(inputs):]]
+        return Execution(written, list(tracer.events), elapsed, peak)
+
+    def destroy(self, loaded: Loaded) -> None:
+        try:
+            self.backend.runtime.destroy(loaded.handle)
+        except Exception as exc:
+            raise CheckFailure(
+                Category.CONTRACT_VIOLATION, f"destroy raised {describe_exception(exc)}", stage="destroy"
+            ) from exc
+
+    # -- the whole path -------------------------------------------------------------------
+
+    def run(self, exported, inputs: Sequence[np.ndarray], expected_like: Sequence[np.ndarray]) -> RunResult:
+        result, preprocess_ns = self.preprocess(exported)
+        loaded = self.init(result)
+        try:
+            execution = self.execute(loaded, inputs, expected_like)
+        finally:
+            self.destroy(loaded)
+        return RunResult(
+            outputs=execution.outputs,
+            preprocess_result=result,
+            events=execution.events,
+            timings=Timings(preprocess_ns, loaded.init_ns, execution.execute_ns),
+        )
+
+
+def check_preprocess_result(result: Any) -> None:
+    """PRE-001: preprocess returns a PreprocessResult with well-typed fields."""
+    if not isinstance(result, PreprocessResult):
+        raise CheckFailure(
+            Category.CONTRACT_VIOLATION,
+            f"preprocess returned {type(result).__name__}, not a PreprocessResult",
+            stage="preprocess",
+        )
+    if not isinstance(result.processed_bytes, bytes):
+        raise CheckFailure(
+            Category.CONTRACT_VIOLATION,
+            f"processed_bytes is {type(result.processed_bytes).__name__}, not bytes",
+            stage="preprocess",
+        )
+    dhm = result.debug_handle_map
+    if dhm is not None:
+        if not isinstance(dhm, dict) or not all(
+            isinstance(k, (int, str)) and isinstance(v, (tuple, list)) and all(isinstance(h, int) for h in v)
+            for k, v in dhm.items()
+        ):
+            raise CheckFailure(
+                Category.CONTRACT_VIOLATION,
+                "debug_handle_map must map int or str ids to tuples of int debug handles",
+                stage="preprocess",
+            )
+    if result.data_store_output is not None and not isinstance(result.data_store_output, NamedDataStoreOutput):
+        raise CheckFailure(
+            Category.CONTRACT_VIOLATION,
+            f"data_store_output is {type(result.data_store_output).__name__}, not a NamedDataStoreOutput",
+            stage="preprocess",
+        )

@@ -1,0 +1,382 @@
+"""ExportedPrograms for the checks: one op per program, or a small model.
+
+Exporting and decomposing cost 10-300 ms per program, far more than running
+one, so programs are built once per *structure* (op, dtypes, ranks, attributes,
+parameter shapes: ``Call.structure``) and reused for every input drawn with that
+structure. Input dimensions are exported dynamic and size-oblivious, so one
+program takes any sizes, 0 and 1 included; where export had to specialize
+(broadcasting, a kernel larger than a dimension) a call that does not fit gets
+another variant. ``run_decompositions`` runs only when the exported graph holds
+something other than core ATen, and never decomposes the op under test (as an
+ExecuTorch partitioner keeps the ops its backend takes). Programs persist in a
+disk cache keyed by a content hash, so a second run exports nothing.
+
+Every call_function node gets ``node.meta["debug_handle"]`` (1, 2, ... in graph
+order), as ExecuTorch's to_edge does; plain torch.export leaves none.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import io
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from conformance import __version__
+from conformance.api.ops import op_name
+from conformance.api.scalar_type import torch_dtype
+from conformance.api.tensors import to_torch
+from conformance.strategies.case import Call, Tensor
+
+PROGRAM_FORMAT = 3
+"""Bump when the way programs are built changes, to invalidate disk caches."""
+
+log = logging.getLogger(__name__)
+
+
+class HarnessError(RuntimeError):
+    """The harness could not build what a check needs. Never charged to the backend."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Modules
+
+
+def _resolve_op(name: str):
+    import torch
+
+    namespace, op, overload = name.split(".")
+    try:
+        return getattr(getattr(getattr(torch.ops, namespace), op), overload)
+    except AttributeError:
+        raise HarnessError(f"torch has no operator {name}") from None
+
+
+class OpModule:
+    """Factory for an nn.Module whose forward makes exactly one ``Call``."""
+
+    @staticmethod
+    def build(call: Call):
+        import torch
+
+        op = _resolve_op(call.op)
+        params: dict[str, Any] = {}
+        counter = iter(range(10**6))
+
+        def template(a):
+            if isinstance(a, Tensor):
+                if a.role == "parameter":
+                    name = f"p{len(params)}"
+                    params[name] = to_torch(a.value)
+                    return ("param", name)
+                return ("input", next(counter))
+            if isinstance(a, (list, tuple)):
+                return type(a)(template(x) for x in a)
+            return a
+
+        args = template(call.args)
+        kwargs = {k: template(v) for k, v in call.kwargs.items()}
+        if isinstance(kwargs.get("dtype"), str):
+            kwargs["dtype"] = torch_dtype(kwargs["dtype"])
+
+        class Single(torch.nn.Module):
+            VARARGS = True
+
+            def __init__(self):
+                super().__init__()
+                for name, value in params.items():
+                    self.register_parameter(name, torch.nn.Parameter(value, requires_grad=False))
+
+            def forward(self, *inputs):
+                def fill(a):
+                    if isinstance(a, tuple) and len(a) == 2 and a[0] == "param" and isinstance(a[1], str):
+                        return getattr(self, a[1])
+                    if isinstance(a, tuple) and len(a) == 2 and a[0] == "input" and isinstance(a[1], int):
+                        return inputs[a[1]]
+                    if isinstance(a, (list, tuple)):
+                        return type(a)(fill(x) for x in a)
+                    return a
+
+                return op(*fill(args), **{k: fill(v) for k, v in kwargs.items()})
+
+        Single.__name__ = f"Op_{call.op.replace('.', '_')}"
+        return Single()
+
+
+# ---------------------------------------------------------------------------------------------
+# Export
+
+
+def _is_core(target, keep: set[str]) -> bool:
+    import torch
+
+    if not isinstance(target, torch._ops.OpOverload):
+        return True  # getitem and symbolic-size arithmetic
+    return torch.Tag.core in target.tags or op_name(target) in keep
+
+
+def assign_debug_handles(program) -> None:
+    """node.meta["debug_handle"] = 1, 2, ... over call_function nodes, in graph order."""
+    handle = 0
+    for node in program.graph.nodes:
+        if node.op == "call_function":
+            handle += 1
+            node.meta["debug_handle"] = handle
+
+
+def export_module(module, example_inputs: Sequence[Any], *, dynamic: bool, keep: Sequence[str] = ()):
+    """torch.export + (only if needed) run_decompositions, keeping ``keep`` undecomposed."""
+    import torch
+    import torch.fx.experimental._config as fx_config
+    from torch.export import Dim
+
+    dynamic_shapes = None
+    if dynamic:
+        dynamic_shapes = tuple({i: Dim.AUTO for i in range(t.dim())} for t in example_inputs)
+        if getattr(module, "VARARGS", False):
+            dynamic_shapes = (dynamic_shapes,)  # forward(*inputs) binds all inputs to one parameter
+    # Size-oblivious: sizes 0 and 1 do not specialize, so one program serves every size.
+    with fx_config.patch(backed_size_oblivious=dynamic):
+        program = torch.export.export(module, tuple(example_inputs), dynamic_shapes=dynamic_shapes, strict=False)
+    keep_set = set(keep)
+    if not all(_is_core(n.target, keep_set) for n in program.graph.nodes if n.op == "call_function"):
+        table = torch.export.default_decompositions()
+        for name in keep_set:
+            overload = _resolve_op(name)
+            if overload in table:
+                del table[overload]
+        program = program.run_decompositions(table)
+    assign_debug_handles(program)
+    return program
+
+
+# ---------------------------------------------------------------------------------------------
+# Admissibility: does a program accept these input shapes?
+
+
+def input_shapes_fit(program, shapes: Sequence[tuple[int, ...]]) -> bool:
+    """True when every user input's dims match the program's static sizes and symbol ranges."""
+    from torch.export.graph_signature import InputKind
+
+    user = [s.arg.name for s in program.graph_signature.input_specs if s.kind is InputKind.USER_INPUT]
+    nodes = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    if len(user) != len(shapes):
+        return False
+    bound: dict[Any, int] = {}
+    for name, shape in zip(user, shapes):
+        val = nodes[name].meta.get("val")
+        if val is None or len(val.shape) != len(shape):
+            return False
+        for size, want in zip(val.shape, shape):
+            if isinstance(size, int):
+                if size != want:
+                    return False
+                continue
+            expr = size.node.expr
+            if not getattr(expr, "is_Symbol", False):
+                return False
+            if bound.setdefault(expr, want) != want:
+                return False
+            vr = program.range_constraints.get(expr)
+            if vr is not None:
+                lo = int(vr.lower) if getattr(vr.lower, "is_Integer", False) else 0
+                hi = int(vr.upper) if getattr(vr.upper, "is_Integer", False) else None
+                if want < lo or (hi is not None and want > hi):
+                    return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# The cache
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("CONFORMANCE_CACHE")
+    if root:
+        return Path(root)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "torch-backend-conformance"
+
+
+def _digest(*parts: Any) -> str:
+    import torch
+
+    h = hashlib.sha256()
+    for part in (PROGRAM_FORMAT, __version__, torch.__version__, *parts):
+        h.update(repr(part).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+@dataclass
+class ProgramStats:
+    exports: int = 0
+    disk_hits: int = 0
+    memory_hits: int = 0
+    export_seconds: float = 0.0
+
+
+class ProgramCache:
+    """Programs by structure, in memory and on disk; safe to share between threads."""
+
+    def __init__(self, directory: Path | None = None, *, use_disk: bool = True):
+        self.directory = (directory or cache_dir()) / "programs"
+        self.use_disk = use_disk
+        self._variants: dict[str, list[Any]] = {}
+        self._lock = threading.Lock()
+        self.stats = ProgramStats()
+
+    def _disk_path(self, key: str, index: int) -> Path:
+        return self.directory / f"{key}-{index}.pt2"
+
+    def _load_disk(self, key: str) -> list[Any]:
+        import torch
+
+        out = []
+        if not self.use_disk:
+            return out
+        index = 0
+        while (path := self._disk_path(key, index)).exists():
+            try:
+                program = torch.export.load(path)
+            except Exception as exc:  # a corrupt or stale entry is rebuilt, not fatal
+                log.warning("program cache entry %s unreadable (%s); rebuilding", path, exc)
+                break
+            assign_debug_handles(program)
+            out.append(program)
+            index += 1
+        self.stats.disk_hits += len(out)
+        return out
+
+    def _store_disk(self, key: str, index: int, program) -> None:
+        import torch
+
+        if not self.use_disk:
+            return
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            buffer = io.BytesIO()
+            torch.export.save(program, buffer)
+            tmp = self._disk_path(key, index).with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(buffer.getvalue())
+            os.replace(tmp, self._disk_path(key, index))
+        except Exception as exc:
+            log.warning("could not cache program %s: %s", key, exc)
+
+    def get(self, key_parts: Any, build: Callable[[], tuple[Any, list]], shapes: Sequence[tuple[int, ...]],
+            dynamic: bool, keep: Sequence[str]):
+        """The first cached variant that accepts ``shapes``, or a newly exported one."""
+        import time
+
+        key = _digest(key_parts)
+        with self._lock:
+            variants = self._variants.get(key)
+            if variants is None:
+                variants = self._load_disk(key)
+                self._variants[key] = variants
+            for program in variants:
+                if input_shapes_fit(program, shapes):
+                    self.stats.memory_hits += 1
+                    return program
+        module, example = build()
+        start = time.perf_counter()
+        program = None
+        if dynamic:
+            try:
+                program = export_module(module, example, dynamic=True, keep=keep)
+            except HarnessError:
+                raise
+            except Exception as exc:
+                # Size-oblivious export cannot decide some broadcasts (a 1 against a 0);
+                # a program specialized to these shapes is always possible.
+                log.info("dynamic export failed (%s); exporting static shapes", exc)
+        if program is None or not input_shapes_fit(program, shapes):
+            try:
+                program = export_module(module, example, dynamic=False, keep=keep)
+            except HarnessError:
+                raise
+            except Exception as exc:
+                raise HarnessError(f"torch.export failed: {type(exc).__name__}: {exc}") from exc
+        self.stats.exports += 1
+        self.stats.export_seconds += time.perf_counter() - start
+        with self._lock:
+            variants.append(program)
+            self._store_disk(key, len(variants) - 1, program)
+        return program
+
+
+_DEFAULT_CACHE: ProgramCache | None = None
+
+
+def default_cache() -> ProgramCache:
+    global _DEFAULT_CACHE
+    if _DEFAULT_CACHE is None:
+        _DEFAULT_CACHE = ProgramCache(use_disk=os.environ.get("CONFORMANCE_NO_DISK_CACHE") != "1")
+    return _DEFAULT_CACHE
+
+
+# ---------------------------------------------------------------------------------------------
+# Programs for calls
+
+
+@dataclass
+class Program:
+    """An exported program ready for a backend, with the inputs of one call."""
+
+    exported: Any
+    """The ExportedProgram (a private copy: a backend may not mutate it, and if it does, only this copy)."""
+    inputs: list[np.ndarray]
+    """Runtime inputs, in the program's input order."""
+    op: str | None = None
+    """The op under test, for single-op programs."""
+    description: str = ""
+
+    def torch_inputs(self) -> list[Any]:
+        return [to_torch(a) for a in self.inputs]
+
+
+def program_for(call: Call, *, dynamic: bool = True, cache: ProgramCache | None = None) -> Program:
+    """The program that makes ``call`` on its inputs (parameters baked in with the call's values)."""
+    cache = cache or default_cache()
+    inputs = [t.value for t in call.inputs()]
+    shapes = [tuple(a.shape) for a in inputs]
+
+    def build():
+        return OpModule.build(call), [to_torch(a) for a in inputs]
+
+    skeleton = cache.get(call.structure(dynamic), build, shapes, dynamic, keep=(call.op,))
+    exported = copy.deepcopy(skeleton)
+    _set_parameters(exported, [t.value for t in call.tensors() if t.role == "parameter"])
+    if not any(op_name(n.target) == call.op for n in exported.graph.nodes if n.op == "call_function"):
+        raise HarnessError(f"the exported program for {call.op} does not contain {call.op}")
+    return Program(exported, inputs, op=call.op, description=call.describe())
+
+
+def _set_parameters(exported, values: list[np.ndarray]) -> None:
+    import torch
+
+    for index, value in enumerate(values):
+        name = f"p{index}"
+        target = exported.state_dict.get(name)
+        if target is None:
+            raise HarnessError(f"program lost parameter {name}")
+        with torch.no_grad():
+            target.copy_(to_torch(value))
+
+
+def eager(call: Call) -> tuple[np.ndarray, ...]:
+    """PyTorch eager's result of ``call``, as NumPy arrays."""
+    from conformance.api.tensors import to_numpy
+
+    args, kwargs = call.torch_args()
+    out = _resolve_op(call.op)(*args, **kwargs)
+    if isinstance(out, (list, tuple)):
+        return tuple(to_numpy(o) for o in out)
+    return (to_numpy(out),)

@@ -1,0 +1,273 @@
+"""The report: one JSON document per certification run, and the verdict.
+
+A run writes one *results document* per pytest session (``results/<tag>.json``:
+the main checks, the performance phase, each shard). ``build_report`` merges
+them into ``report.json``. Everything that depends on time lives under the keys
+``timings``, ``duration_s``, ``started``, ``finished`` and ``integrity`` (which
+hashes the rest), so two runs with the same inputs differ only there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import sys
+from collections import Counter
+from datetime import datetime, timezone
+from typing import Any, Iterable, Mapping
+
+from conformance import __version__
+from conformance.results import FAILURES, INCONCLUSIVE, Category
+
+RESULTS_SCHEMA = "torch-backend-conformance/results/1"
+REPORT_SCHEMA = "torch-backend-conformance/report/1"
+VOLATILE_KEYS = frozenset({"timings", "duration_s", "started", "finished", "integrity", "command"})
+
+
+def environment() -> dict[str, Any]:
+    """What produced the numbers: interpreter, libraries, CPU and OS."""
+    import ml_dtypes
+    import numpy
+    import torch
+
+    try:
+        import hypothesis
+
+        hyp = hypothesis.__version__
+    except ImportError:  # pragma: no cover - a dependency
+        hyp = None
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "ml_dtypes": ml_dtypes.__version__,
+        "hypothesis": hyp,
+        "cpu": cpu or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "os": f"{platform.system()} {platform.release()}",
+        "machine": platform.machine(),
+    }
+
+
+def result_id(record: Mapping[str, Any]) -> str:
+    """A backend-independent, stable id: the check and its parameters other than the backend."""
+    params = [record[k] for k in ("op", "dtype", "program", "runner", "stage") if record.get(k)]
+    test = record.get("test") or record.get("clause") or "?"
+    return f"{test}[{'|'.join(params)}]" if params else test
+
+
+def results_document(state, backend_name: str, records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """One pytest session's results for one backend (written by the plugin)."""
+    try:
+        backend = state.backend(backend_name)  # the controller has not loaded it yet under xdist
+    except Exception:
+        backend = None
+    config = state.config
+    hypothesis_profile = os.environ.get("HYPOTHESIS_PROFILE") or config.getoption("hypothesis_profile", default=None)
+    results = []
+    for record in records:
+        entry = {k: v for k, v in record.items() if k not in ("backend", "nodeid", "phase")}
+        entry["id"] = result_id(record)
+        results.append(entry)
+    results.sort(key=lambda r: r["id"])
+    return {
+        "schema": RESULTS_SCHEMA,
+        "harness": {"name": "torch-backend-conformance", "version": __version__},
+        "spec": {"digest": state.specs.digest, "profile": state.profile.name},
+        "backend": backend_info(backend) if backend is not None else {"name": backend_name, "version": "unknown"},
+        "environment": environment(),
+        "run": {
+            "tag": config.getoption("conformance_tag"),
+            "hypothesis_profile": hypothesis_profile or "ci",
+            "hypothesis_seed": config.getoption("hypothesis_seed", default=None),
+            "started": datetime.fromtimestamp(state.started, timezone.utc).isoformat(timespec="seconds"),
+            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join(sys.argv),
+        },
+        "results": results,
+    }
+
+
+def backend_info(backend) -> dict[str, Any]:
+    manifest = backend.manifest
+    return {
+        "name": backend.name,
+        "version": backend.version,
+        "description": backend.description,
+        "claims": {op: (list(d) if not isinstance(d, str) else d) for op, d in sorted(manifest.ops.items())},
+        "compile_specs": [{"key": s.key, "value_hex": s.value.hex()} for s in backend.compile_specs],
+        "tolerance_loosenings": [
+            {"op": t.op, "dtypes": list(t.dtypes), "atol": t.atol, "rtol": t.rtol, "ulp": t.ulp, "reason": t.reason}
+            for t in manifest.tolerances
+        ],
+        "not_applicable": dict(sorted(manifest.not_applicable.items())),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Merge and verdict
+
+
+class ReportError(ValueError):
+    """Results documents that cannot be merged (different backend, spec or profile)."""
+
+
+def build_report(documents: list[Mapping[str, Any]], specs) -> dict[str, Any]:
+    """Merge results documents of one backend and one spec into a report with a verdict."""
+    if not documents:
+        raise ReportError("no results documents to build a report from")
+    first = documents[0]
+    for doc in documents[1:]:
+        for key in ("spec", "harness"):
+            if doc[key] != first[key]:
+                raise ReportError(f"cannot merge results with different {key}: {doc[key]} vs {first[key]}")
+        if doc["backend"]["name"] != first["backend"]["name"]:
+            raise ReportError(
+                f"cannot merge results of backends {first['backend']['name']!r} and {doc['backend']['name']!r}"
+            )
+    merged: dict[str, dict] = {}
+    for doc in documents:
+        for result in doc["results"]:
+            if result["id"] in merged and merged[result["id"]] != result:
+                previous = Category(merged[result["id"]]["category"])
+                if previous.is_failure:  # the same check ran twice (a re-run shard): keep the failure
+                    continue
+            merged[result["id"]] = dict(result)
+    profile = specs.profile(first["spec"]["profile"])
+    results = sorted(merged.values(), key=lambda r: r["id"])
+    for r in results:
+        r["mandatory"] = _is_mandatory(r, profile, specs)
+    report = {
+        "schema": REPORT_SCHEMA,
+        "harness": first["harness"],
+        "spec": first["spec"],
+        "backend": first["backend"],
+        "environment": first["environment"],
+        "run": {
+            "hypothesis_profile": first["run"]["hypothesis_profile"],
+            "hypothesis_seed": first["run"].get("hypothesis_seed"),
+            "parts": sorted(doc["run"]["tag"] for doc in documents),
+            "started": min(doc["run"]["started"] for doc in documents),
+            "finished": max(doc["run"]["finished"] for doc in documents),
+            "command": first["run"]["command"],
+        },
+        "results": results,
+    }
+    report["summary"] = summarize(results)
+    report["verdict"] = verdict(results, profile, specs)
+    report["integrity"] = {"sha256": integrity_hash(report)}
+    return report
+
+
+def _is_mandatory(result: Mapping[str, Any], profile, specs) -> bool:
+    clause = result.get("clause") or ""
+    if clause.startswith("NUM-"):
+        op = result.get("op")
+        if op is None:
+            return False
+        try:
+            core = specs.op(op).name
+        except KeyError:
+            return False
+        return result.get("dtype") in profile.dtypes.get(core, ())
+    if clause.startswith("PERF-"):
+        return False  # performance is measured and gated by diff, not certified
+    return clause in profile.clauses
+
+
+def summarize(results: list[Mapping[str, Any]]) -> dict[str, Any]:
+    counts = Counter(r["category"] for r in results)
+    mandatory = [r for r in results if r.get("mandatory")]
+    num = [r for r in results if (r.get("clause") or "").startswith("NUM-")]
+    clauses: dict[str, Counter] = {}
+    for r in results:
+        clauses.setdefault(r.get("clause") or "?", Counter())[r["category"]] += 1
+    return {
+        "total": len(results),
+        "counts": dict(sorted(counts.items())),
+        "mandatory": {"total": len(mandatory), "passed": sum(r["category"] == Category.PASS.value for r in mandatory)},
+        "numerics": {
+            "total": len(num),
+            "passed": sum(r["category"] == Category.PASS.value for r in num),
+            "not_supported": sum(r["category"] == Category.NOT_SUPPORTED.value for r in num),
+            "ops": len({r.get("op") for r in num}),
+            "dtypes": len({r.get("dtype") for r in num}),
+        },
+        "clauses": {c: dict(sorted(v.items())) for c, v in sorted(clauses.items())},
+    }
+
+
+def verdict(results: list[Mapping[str, Any]], profile, specs) -> dict[str, Any]:
+    """Certified for the profile, or the failing clauses and ops; nothing mandatory may be missing."""
+    failing_clauses: set[str] = set()
+    failing_ops: set[str] = set()
+    inconclusive: list[str] = []
+    not_run: list[str] = []
+    allowed = {Category.PASS.value, Category.NOT_APPLICABLE.value}
+    for r in results:
+        if not r.get("mandatory") or r["category"] in allowed:
+            continue
+        category = Category(r["category"])
+        if category in INCONCLUSIVE:
+            inconclusive.append(r["id"])
+        elif category in FAILURES or category is Category.NOT_SUPPORTED:
+            failing_clauses.add(r["clause"])
+            if r.get("op"):
+                failing_ops.add(f"{r['op']} {r.get('dtype', '')}".strip())
+        else:
+            not_run.append(r["id"])
+    seen_clauses = {r.get("clause") for r in results}
+    for clause in profile.clauses:
+        if clause not in seen_clauses and not clause.startswith("PERF-"):
+            not_run.append(clause)
+    seen_num = {(r.get("op"), r.get("dtype")) for r in results if (r.get("clause") or "").startswith("NUM-")}
+    for op, dtypes in profile.dtypes.items():
+        for dtype in dtypes:
+            if (op, dtype) not in seen_num:
+                not_run.append(f"NUM {op} {dtype}")
+    certified = not (failing_clauses or inconclusive or not_run)
+    if certified:
+        text = f"certified for profile {profile.name}"
+    else:
+        parts = []
+        if failing_clauses:
+            parts.append(f"{len(failing_clauses)} failing clause(s)")
+        if inconclusive:
+            parts.append(f"{len(inconclusive)} inconclusive result(s)")
+        if not_run:
+            parts.append(f"{len(not_run)} mandatory check(s) not run")
+        text = f"not certified for profile {profile.name}: " + ", ".join(parts)
+    return {
+        "certified": certified,
+        "profile": profile.name,
+        "text": text,
+        "failing_clauses": sorted(failing_clauses),
+        "failing_ops": sorted(failing_ops),
+        "inconclusive": sorted(inconclusive),
+        "not_run": sorted(not_run),
+    }
+
+
+def _stable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _stable(v) for k, v in value.items() if k not in VOLATILE_KEYS}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return value
+
+
+def integrity_hash(report: Mapping[str, Any]) -> str:
+    """sha256 over results, spec, backend, environment and verdict: everything but timings."""
+    body = {k: _stable(report[k]) for k in ("harness", "spec", "backend", "environment", "results", "verdict")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()

@@ -1,0 +1,80 @@
+"""Signatures of normalization ops: batch norm (inference), layer norm, group norm."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+from . import Call, Tensor, attr, param, signature
+from .values import arrays
+
+
+def _optional_parameter(draw, dtype: str, shape: tuple, domain: str):
+    if draw(st.booleans()):
+        return Tensor(draw(arrays(dtype, shape, domain)), "parameter")
+    return None
+
+
+def _side(spec):
+    return st.integers(1, param(spec, "max_side", 6))
+
+
+@signature("batch_norm")
+def batch_norm(draw, spec, dtype, op):
+    """_native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var, momentum, eps).
+
+    input (N, C, *spatial) of rank 2 to ``max_rank`` (default 5); weight and bias
+    are optional parameters, running_mean and running_var parameters
+    (running_var the absolute values of its domain: a variance). params:
+    ``max_channels`` (default 8), ``max_side`` (default 6), ``stats_domain``
+    (default: the op's domain) for the running statistics.
+    attrs: ``momentum`` (unused by inference), ``eps``.
+    """
+    rank = draw(st.integers(2, param(spec, "max_rank", 5)))
+    channels = draw(st.integers(1, param(spec, "max_channels", 8)))
+    shape = (draw(st.integers(1, 2)), channels) + tuple(draw(_side(spec)) for _ in range(rank - 2))
+    stats_domain = param(spec, "stats_domain", spec.domain)
+    x = Tensor(draw(arrays(dtype, shape, spec.domain)))
+    weight = _optional_parameter(draw, dtype, (channels,), spec.domain)
+    bias = _optional_parameter(draw, dtype, (channels,), spec.domain)
+    mean = Tensor(draw(arrays(dtype, (channels,), stats_domain)), "parameter")
+    var = Tensor(np.abs(draw(arrays(dtype, (channels,), stats_domain))), "parameter")
+    return Call(op, (x, weight, bias, mean, var, attr(draw, spec, "momentum", 0.1), attr(draw, spec, "eps")))
+
+
+@signature("layer_norm")
+def layer_norm(draw, spec, dtype, op):
+    """native_layer_norm(input, normalized_shape, weight, bias, eps) over 1 to rank trailing dims.
+
+    input of rank 1 to ``max_rank`` (default 4) with sides 1 to ``max_side``
+    (default 6); weight and bias are optional parameters of the normalized
+    shape. attrs: ``eps``.
+    """
+    shape = tuple(draw(st.lists(_side(spec), min_size=1, max_size=param(spec, "max_rank", 4))))
+    k = draw(st.integers(1, len(shape)))
+    normalized = list(shape[len(shape) - k :])
+    x = Tensor(draw(arrays(dtype, shape, spec.domain)))
+    weight = _optional_parameter(draw, dtype, tuple(normalized), spec.domain)
+    bias = _optional_parameter(draw, dtype, tuple(normalized), spec.domain)
+    return Call(op, (x, normalized, weight, bias, attr(draw, spec, "eps")))
+
+
+@signature("group_norm")
+def group_norm(draw, spec, dtype, op):
+    """native_group_norm(input, weight, bias, N, C, HxW, group, eps).
+
+    input (N, C, *spatial) with 0 to 3 spatial dims; C is a multiple of the
+    group count drawn from ``attrs.group``, at most ``max_channels`` (default 8)
+    when the group count allows; weight and bias are optional parameters (C,).
+    attrs: ``group``, ``eps``.
+    """
+    max_channels = param(spec, "max_channels", 8)
+    group = attr(draw, spec, "group")
+    channels = group * draw(st.integers(1, max(1, max_channels // group)))
+    spatial = tuple(draw(st.lists(_side(spec), min_size=0, max_size=3)))
+    n = draw(st.integers(1, 2))
+    x = Tensor(draw(arrays(dtype, (n, channels, *spatial), spec.domain)))
+    weight = _optional_parameter(draw, dtype, (channels,), spec.domain)
+    bias = _optional_parameter(draw, dtype, (channels,), spec.domain)
+    hxw = int(np.prod(spatial)) if spatial else 1
+    return Call(op, (x, weight, bias, n, channels, hxw, group, attr(draw, spec, "eps")))

@@ -1,0 +1,3 @@
+"""Signatures of upsample ops (being written)."""
+
+from __future__ import annotations
