@@ -1,4 +1,4 @@
-"""python -m conformance certify | report | replay | list
+"""python -m conformance certify | report | diff | verify | merge | scoreboard | replay | list
 
 A thin layer over pytest: ``certify`` runs the checks in ``conformance.checks``
 (through the plugin, in pytest-xdist workers so a crash costs one result),
@@ -17,6 +17,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from conformance.report.model import ReportError
+from conformance.results import Category
 
 EXIT_OK, EXIT_NOT_CERTIFIED, EXIT_USAGE = 0, 1, 2
 DEFAULT_TIMEOUT = 120
@@ -57,10 +60,12 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
     except KeyError as exc:
         raise UsageError(str(exc.args[0])) from None
     out = Path(ns.output)
-    results_dir = out / safe_name(backend.name) / "results"
-    if results_dir.exists():
+    shard = _shard_tag(ns.shard)
+    results_dir = out / safe_name(ns.backend) / "results"
+    if results_dir.exists() and not shard:
         for stale in results_dir.glob("*.json"):
             stale.unlink()
+    baseline = _load_json(ns.baseline, "baseline") if ns.baseline else None
     env = dict(os.environ)
     env["HYPOTHESIS_PROFILE"] = ns.hypothesis_profile
     common = [
@@ -81,12 +86,14 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
         "--rootdir",
         str(Path.cwd()),
     ]
+    if shard:
+        common += ["--conformance-shard", ns.shard]
     started = time.perf_counter()
     workers = ["-n", str(ns.workers)] if ns.workers != "0" else ["-p", "no:xdist"]
     status = _pytest(
         common
         + workers
-        + ["--conformance-tag", "checks", "--timeout", str(ns.timeout), "-k", "not test_PERF", "--benchmark-disable"]
+        + ["--conformance-tag", f"checks{shard}", "--timeout", str(ns.timeout), "-k", "not test_PERF", "--benchmark-disable"]
         + extra,
         env,
     )
@@ -96,34 +103,84 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
         print("conformance: timing preprocess, init and execute (pytest-benchmark, no workers) ...", flush=True)
         _pytest(
             common
-            + ["-p", "no:xdist", "--conformance-tag", "perf", "--timeout", str(ns.timeout), "-k", "test_PERF"]
-            + ["--benchmark-min-rounds", "5", "--benchmark-max-time", "0.2", "--benchmark-disable-gc", "-q"]
+            + ["-p", "no:xdist", "--conformance-tag", f"perf{shard}", "--timeout", str(ns.timeout), "-k", "test_PERF"]
+            + ["--benchmark-min-rounds", "15", "--benchmark-max-time", "0.5", "--benchmark-disable-gc", "-q"]
             + extra,
             env,
             quiet=True,
         )
-    report_dir = out / safe_name(backend.name)
+    report_dir = out / safe_name(ns.backend)
+    if shard:
+        parts = sorted(results_dir.glob(f"*{shard}.json"))
+        failing = sum(Category(r["category"]).is_failure for p in parts for r in json.loads(p.read_text())["results"])
+        print(f"shard {ns.shard}: results in {', '.join(map(str, parts))}; {failing} failing. "
+              f"Merge every shard's results with: python -m conformance merge {report_dir} <results files or dirs>")
+        return EXIT_NOT_CERTIFIED if failing else EXIT_OK
     try:
         report = build_and_write(report_dir, specs)
     except FileNotFoundError as exc:
         print(f"conformance: no results were written ({exc}); see the pytest output above", file=sys.stderr)
         return EXIT_NOT_CERTIFIED
+    except ReportError as exc:
+        print(f"conformance: cannot build the report: {exc}", file=sys.stderr)
+        return EXIT_NOT_CERTIFIED
     _print_summary(report, report_dir, time.perf_counter() - started)
+    if baseline is not None:
+        return _gate(baseline, report, ns)
     return EXIT_OK if report["verdict"]["certified"] else EXIT_NOT_CERTIFIED
+
+
+def _shard_tag(text: str | None) -> str:
+    if not text:
+        return ""
+    try:
+        index, total = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise UsageError(f"--shard takes I/N, e.g. 1/4; got {text!r}") from None
+    if not 1 <= index <= total:
+        raise UsageError(f"--shard {text}: I must be between 1 and N")
+    return f"-shard-{index}-of-{total}"
+
+
+def _load_json(path: str, what: str) -> dict:
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{what} {path} does not exist") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{what} {path} is not JSON: {exc}") from None
+
+
+def _gate(baseline: dict, report: dict, ns) -> int:
+    from conformance.report.diff import WaiverError, diff, load_waivers, render
+
+    try:
+        waivers = load_waivers(ns.waivers) if ns.waivers else []
+    except WaiverError as exc:
+        raise UsageError(str(exc)) from None
+    result = diff(baseline, report, threshold=ns.threshold, waivers=waivers)
+    print(render(result, ns.threshold))
+    return EXIT_NOT_CERTIFIED if result.failed else EXIT_OK
 
 
 def build_and_write(report_dir: Path, specs) -> dict:
     """Merge results/*.json under ``report_dir`` into report.json and its renderings."""
     from conformance.plugin import write_json_atomic
-    from conformance.report import build_report
+    from conformance.report import build_report, html, junit
     from conformance.report.markdown import render
+    from conformance.report.model import validate
 
     parts = sorted((report_dir / "results").glob("*.json"))
     if not parts:
         raise FileNotFoundError(report_dir / "results")
     report = build_report([json.loads(p.read_text()) for p in parts], specs)
+    problems = validate(report)
+    if problems:  # the harness's own bug: say so instead of publishing a malformed certificate
+        raise ReportError("report.json does not match its schema: " + "; ".join(problems[:5]))
     write_json_atomic(report_dir / "report.json", report)
     (report_dir / "report.md").write_text(render(report, specs.clauses))
+    (report_dir / "junit.xml").write_text(junit.render(report))
+    (report_dir / "report.html").write_text(html.render(report, specs.clauses))
     return report
 
 
@@ -138,7 +195,7 @@ def _print_summary(report: dict, report_dir: Path, seconds: float) -> None:
         print("failing clauses:", ", ".join(verdict["failing_clauses"]))
     slow = sorted(report["results"], key=lambda r: -r.get("duration_s", 0))[:5]
     print("slowest checks:", ", ".join(f"{r['id']} {r.get('duration_s', 0):.1f}s" for r in slow))
-    print(f"reports: {report_dir / 'report.json'}, {report_dir / 'report.md'}  ({seconds:.0f} s)")
+    print(f"reports: {report_dir / 'report.json'}, report.md, report.html, junit.xml  ({seconds:.0f} s)")
 
 
 def report_command(ns: argparse.Namespace) -> int:
@@ -186,6 +243,79 @@ def replay(ns: argparse.Namespace) -> int:
     return EXIT_NOT_CERTIFIED if failed else EXIT_OK
 
 
+def diff_command(ns: argparse.Namespace) -> int:
+    old, new = _load_json(ns.old, "report"), _load_json(ns.new, "report")
+    return _gate(old, new, ns)
+
+
+def verify_command(ns: argparse.Namespace) -> int:
+    """Schema, integrity hash, and (when the spec matches) the verdict recomputed from the results."""
+    from conformance import specs as spec_module
+    from conformance.report.model import integrity_hash, validate, verdict
+
+    report = _load_json(ns.report, "report")
+    problems = validate(report)
+    stored = (report.get("integrity") or {}).get("sha256")
+    if not problems and integrity_hash(report) != stored:
+        problems.append("integrity hash mismatch: results, spec, backend, environment or verdict were changed after the run")
+    specs = spec_module.load()
+    if not problems and specs.digest == report["spec"]["digest"]:
+        recomputed = verdict(report["results"], specs.profile(report["spec"]["profile"]), specs)
+        if recomputed != report["verdict"]:
+            problems.append("the verdict does not follow from the results under this spec")
+    elif not problems:
+        print(f"note: report spec {report['spec']['digest'][:12]} differs from this harness's {specs.digest[:12]}; verdict not recomputed")
+    if problems:
+        for p in problems:
+            print(f"INVALID: {p}")
+        return EXIT_NOT_CERTIFIED
+    print(f"VALID: {report['backend']['name']} {report['backend']['version']}: {report['verdict']['text']} (sha256 {stored[:16]})")
+    return EXIT_OK
+
+
+def merge_command(ns: argparse.Namespace) -> int:
+    """Merge results documents (shards, phases) into DIR/report.json."""
+    from conformance import specs as spec_module
+
+    target = Path(ns.directory)
+    files: list[Path] = []
+    for item in ns.results:
+        path = Path(item)
+        found = sorted(path.glob("results/*.json")) + sorted(path.glob("*.json")) if path.is_dir() else [path]
+        files += [f for f in found if f.name not in ("report.json",)]
+    if not files:
+        raise UsageError("no results documents given")
+    results_dir = target / "results"
+    results_dir.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        if f.parent.resolve() != results_dir.resolve():
+            (results_dir / f.name).write_text(f.read_text())
+    try:
+        report = build_and_write(target, spec_module.load())
+    except ReportError as exc:
+        print(f"conformance: cannot merge: {exc}", file=sys.stderr)
+        return EXIT_NOT_CERTIFIED
+    print(f"merged {len(files)} results document(s) into {target / 'report.json'}: {report['verdict']['text']}")
+    return EXIT_OK if report["verdict"]["certified"] else EXIT_NOT_CERTIFIED
+
+
+def scoreboard_command(ns: argparse.Namespace) -> int:
+    """Several backends side by side: OUTPUT/scoreboard.md and scoreboard.html."""
+    from conformance import specs as spec_module
+    from conformance.report import scoreboard
+
+    reports = [_load_json(path, "report") for path in ns.reports]
+    model = scoreboard.build(reports, spec_module.load().clauses)
+    out = Path(ns.output)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scoreboard.md").write_text(scoreboard.render_markdown(model))
+    (out / "scoreboard.html").write_text(scoreboard.render_html(model))
+    for warning in model.get("warnings", []):
+        print(f"WARNING: {warning['message'] if isinstance(warning, dict) else warning}")
+    print(f"scoreboard of {len(reports)} backend(s): {out / 'scoreboard.md'}, {out / 'scoreboard.html'}")
+    return EXIT_OK
+
+
 def list_command(ns: argparse.Namespace) -> int:
     from conformance.discovery import available, entry_points
 
@@ -205,13 +335,35 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--workers", default="auto", help="pytest-xdist workers (default auto; 0 runs in-process, no crash isolation)")
     c.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per check before TIMEOUT")
     c.add_argument("--skip-perf", action="store_true", help="skip the performance session")
+    c.add_argument("--shard", default=None, metavar="I/N", help="run shard I of N; merge shards with `merge`")
+    c.add_argument("--baseline", default=None, help="report.json of a previous run: exit non-zero only on new failures or regressions")
+    _gate_options(c)
     r = sub.add_parser("report", help="rebuild report.json/md from DIR/results/*.json")
     r.add_argument("directory")
     rp = sub.add_parser("replay", help="re-run a saved failing example")
     rp.add_argument("directory")
     rp.add_argument("--backend", default=None, help="backend to run it on (default: the one that failed)")
+    d = sub.add_parser("diff", help="compare two reports; exit 1 on new failures or performance regressions")
+    d.add_argument("old")
+    d.add_argument("new")
+    _gate_options(d)
+    v = sub.add_parser("verify", help="check a report's schema, integrity hash and verdict")
+    v.add_argument("report")
+    m = sub.add_parser("merge", help="merge results documents (shards) into DIR/report.json")
+    m.add_argument("directory", help="output directory, e.g. reports/mybackend")
+    m.add_argument("results", nargs="+", help="results/*.json files or directories holding them")
+    sb = sub.add_parser("scoreboard", help="backends side by side from their report.json files")
+    sb.add_argument("reports", nargs="+")
+    sb.add_argument("--output", default="reports", help="directory for scoreboard.md/html (default: reports)")
     sub.add_parser("list", help="list backends found through entry points")
     return p
+
+
+def _gate_options(p: argparse.ArgumentParser) -> None:
+    from conformance.report.diff import DEFAULT_THRESHOLD
+
+    p.add_argument("--waivers", default=None, help="TOML file of waivers ([[waiver]] id, reason, tracking, expires)")
+    p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD, help="performance regression ratio (default 1.25)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -232,6 +384,14 @@ def main(argv: list[str] | None = None) -> int:
             return report_command(ns)
         if ns.command == "replay":
             return replay(ns)
+        if ns.command == "diff":
+            return diff_command(ns)
+        if ns.command == "verify":
+            return verify_command(ns)
+        if ns.command == "merge":
+            return merge_command(ns)
+        if ns.command == "scoreboard":
+            return scoreboard_command(ns)
         return list_command(ns)
     except UsageError as exc:
         print(f"conformance: {exc}", file=sys.stderr)

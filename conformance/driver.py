@@ -3,7 +3,8 @@
 preprocess(program, compile specs) -> PreprocessResult
   -> FreeableBuffer over processed_bytes, NamedDataMap over the data store output,
      a runtime MemoryAllocator, a BackendInitContext -> init -> handle
-     (the processed buffer is freed right after init, as the runtime does)
+     (the processed buffer lives until destroy; RT-005 is the check that frees it
+     right after init, as ExecuTorch does, so that one clause answers for it)
   -> inputs + outputs pre-allocated and filled with a sentinel, a temp allocator
      and an EventTracer in a BackendExecutionContext -> execute
   -> destroy
@@ -132,7 +133,7 @@ class Driver:
         result: PreprocessResult,
         *,
         runtime_allocator: MemoryAllocator | None = None,
-        free_processed: bool = True,
+        free_processed: bool = False,
         processed_bytes: bytes | None = None,
     ) -> Loaded:
         processed = FreeableBuffer(result.processed_bytes if processed_bytes is None else processed_bytes)
@@ -152,7 +153,7 @@ class Driver:
             ) from exc
         elapsed = time.perf_counter_ns() - start
         if free_processed:
-            processed.free()  # the runtime releases the processed blob once init returns
+            processed.free()  # ExecuTorch releases the processed blob once init returns
         return Loaded(handle, processed, named, allocator, elapsed)
 
     # -- execute --------------------------------------------------------------------------
@@ -205,6 +206,8 @@ class Driver:
             raise CheckFailure(
                 Category.CONTRACT_VIOLATION, f"destroy raised {describe_exception(exc)}", stage="destroy"
             ) from exc
+        finally:
+            loaded.processed.free()
 
     # -- the whole path -------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ What it does:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -46,6 +47,12 @@ def pytest_addoption(parser):
     group.addoption("--profile", default="full", help="certification profile from specs/profiles.toml (default: full)")
     group.addoption("--conformance-out", default=None, help="directory for per-backend results documents")
     group.addoption("--conformance-tag", default="run", help="name of this run's results file (results/<tag>.json)")
+    group.addoption(
+        "--conformance-shard",
+        default=None,
+        metavar="I/N",
+        help="run only shard I of N (deterministic by check id); merge the shards' results with `conformance merge`",
+    )
     group.addoption(
         "--conformance-hard-timeout",
         type=float,
@@ -206,18 +213,37 @@ def _clause_of(item) -> str | None:
 # Selection
 
 
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    try:
+        index, total = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise pytest.UsageError(f"--conformance-shard takes I/N, e.g. 2/4; got {text!r}") from None
+    if not 1 <= index <= total:
+        raise pytest.UsageError(f"--conformance-shard {text}: I must be between 1 and N")
+    return index, total
+
+
+def _shard_of(item, total: int) -> int:
+    # By module and test id, not by path, so every machine computes the same split.
+    key = f"{item.module.__name__}::{item.name}".encode()
+    return int.from_bytes(hashlib.sha256(key).digest()[:8], "little") % total
+
+
 def pytest_collection_modifyitems(session, config, items):
     if not _active(config):
         return
     st = state(config)
     mandatory = set(st.profile.clauses)
+    shard = parse_shard(config.getoption("conformance_shard"))
     keep, drop = [], []
     for item in items:
         clause = _clause_of(item)
-        if clause is None or clause.startswith("NUM-") or clause in mandatory:
-            keep.append(item)
-        else:
-            drop.append(item)
+        selected = clause is None or clause.startswith("NUM-") or clause in mandatory
+        if selected and shard is not None:
+            selected = _shard_of(item, shard[1]) == shard[0] - 1
+        (keep if selected else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

@@ -362,15 +362,25 @@ def _load_profiles(path: Path, clauses: Mapping[str, Clause], ops: Mapping[str, 
         op_field = _expect(where, body, "ops", (list, str), [])
         selected = _select_ops(where, op_field, ops)
         op_names += [o for o in selected if o not in op_names]
-        dtype_field = _expect(where, body, "dtypes", (list, str), "spec")
+        dtype_field = _expect(where, body, "dtypes", (list, str, dict), "spec")
         dtypes = dict(base.dtypes) if base else {}
         for op in selected:
             spec_dtypes = ops[op].dtypes
-            if dtype_field == "spec":
+            wanted = dtype_field
+            if isinstance(dtype_field, dict):  # per-op lists; unlisted ops keep their spec's dtypes
+                wanted = dtype_field.get(op, "spec")
+            if wanted == "spec":
                 dtypes[op] = spec_dtypes
             else:
-                wanted = _dtypes(f"{where}: dtypes", dtype_field)
+                wanted = _dtypes(f"{where}: dtypes of {op}", wanted)
+                missing = [d for d in wanted if d not in spec_dtypes] if isinstance(dtype_field, dict) else []
+                if missing:
+                    raise SpecError(f"{where}: {op} is not specified for {missing}")
                 dtypes[op] = tuple(d for d in spec_dtypes if d in wanted)
+        if isinstance(dtype_field, dict):
+            unknown = sorted(set(dtype_field) - set(selected))
+            if unknown:
+                raise SpecError(f"{where}: dtypes given for ops the profile does not select: {unknown}")
         out[name] = Profile(
             name=name,
             description=_expect(where, body, "description", str),

@@ -55,13 +55,19 @@ class ReferenceBackend(BackendDetails):
 
     @staticmethod
     def preprocess(edge_program, compile_specs: list[CompileSpec]) -> PreprocessResult:
-        check_compile_specs(compile_specs)
-        return _Lowering(edge_program).run()
+        return lower(edge_program, compile_specs)
+
+
+def lower(edge_program, compile_specs, kernels=None) -> PreprocessResult:
+    """preprocess with an explicit kernel table (default: the reference's)."""
+    check_compile_specs(compile_specs)
+    return _Lowering(edge_program, KERNELS if kernels is None else kernels).run()
 
 
 class _Lowering:
-    def __init__(self, program):
+    def __init__(self, program, kernels):
         self.program = program
+        self.kernels = kernels
         self.values: list[ValueInfo] = []
         self.node_values: dict[str, Any] = {}  # node name -> value id, or tuple of ids for multi-output nodes
         self.symbols: dict[Any, int] = {}
@@ -243,7 +249,7 @@ class _Lowering:
                 raise self._refuse(node, "getitem of something that is not an instruction's tuple result")
             self.node_values[node.name] = produced[index]
             return
-        if name not in KERNELS and name not in GRAPH_OPS:
+        if name not in self.kernels and name not in GRAPH_OPS:
             raise self._refuse(node, f"operator {name} has no reference kernel")
         args = tuple(self._arg(a, node) for a in node.args)
         kwargs = self._kwargs(node)

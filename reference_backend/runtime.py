@@ -15,7 +15,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -53,11 +53,11 @@ class _Step:
 class _Plan:
     """The decoded program, ready to run: immutable, shared by concurrent executes."""
 
-    def __init__(self, program: blob.Program, constants: dict[int, np.ndarray]):
+    def __init__(self, program: blob.Program, constants: dict[int, np.ndarray], kernels: Mapping[str, Callable]):
         self.program = program
         self.constants = constants
         self.steps = tuple(
-            _Step(ins.op, _lookup(ins.op), ins.debug_id, ins.args, ins.kwargs, ins.outputs)
+            _Step(ins.op, _lookup(ins.op, kernels), ins.debug_id, ins.args, ins.kwargs, ins.outputs)
             for ins in program.instructions
         )
         self.dtypes = {
@@ -65,8 +65,8 @@ class _Plan:
         }
 
 
-def _lookup(op: str) -> Callable[..., Any]:
-    fn = KERNELS.get(op) or GRAPH_OPS.get(op)
+def _lookup(op: str, kernels: Mapping[str, Callable]) -> Callable[..., Any]:
+    fn = kernels.get(op) or GRAPH_OPS.get(op)
     if fn is None:
         raise BackendError(
             Error.InvalidProgram, f"reference blob: op {op!r} is not in this runtime's kernel table"
@@ -90,9 +90,13 @@ _SCALAR_TYPES = {ValueKind.INT: int, ValueKind.FLOAT: float, ValueKind.BOOL: boo
 
 
 class ReferenceRuntime(BackendInterface):
-    """The reference runtime. One instance serves any number of handles, from any thread."""
+    """The reference runtime. One instance serves any number of handles, from any thread.
 
-    def __init__(self):
+    ``kernels`` replaces the kernel table (the harness's seeded-defect backends use it).
+    """
+
+    def __init__(self, kernels: Mapping[str, Callable] | None = None):
+        self.kernels = KERNELS if kernels is None else kernels
         self._live: weakref.WeakSet[_Handle] = weakref.WeakSet()
         self._lock = threading.Lock()
 
@@ -106,7 +110,7 @@ class ReferenceRuntime(BackendInterface):
             check_compile_specs(compile_specs)
             program = blob.read(processed.data)
             constants = self._load_constants(program, context)
-            handle = _Handle(_Plan(program, constants))
+            handle = _Handle(_Plan(program, constants, self.kernels))
         except BackendError:
             raise
         except MemoryError as exc:

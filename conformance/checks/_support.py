@@ -92,12 +92,13 @@ def _attention():
 
 
 CONTRACT_PROGRAMS: dict[str, Callable[[], tuple[Any, tuple]]] = {
-    "chain": _chain,
     "mlp": _mlp,
+    "chain": _chain,
     "conv_block": _conv_block,
     "attention": _attention,
 }
-"""The fixed program set, in the order a backend is offered them."""
+"""The fixed program set, in the order a backend is offered them (weights first, so
+the RT clauses exercise named data whenever the backend can)."""
 
 
 def _index_select_failure():

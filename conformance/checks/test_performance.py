@@ -41,7 +41,7 @@ def _measure(benchmark, result, stage, target, setup=None, teardown=None):
 
 
 def _rounds(benchmark) -> int:
-    return max(5, int(getattr(benchmark, "_min_rounds", 5)))
+    return max(5, int(getattr(benchmark, "_min_rounds", 15)))
 
 
 def _accepting(backend, runner, program_name, result):

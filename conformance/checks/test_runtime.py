@@ -89,40 +89,65 @@ def test_RT_002_round_trip(backend, result):
     result.set(timings={"init_ms": loaded.init_ns / 1e6, "execute_ms": ran.execute_ns / 1e6})
 
 
+def _reweighted(program):
+    """A copy of the program with every floating weight scaled, or None if it has none."""
+    import torch
+
+    exported = program.fresh()
+    weights = [t for t in exported.state_dict.values() if t.is_floating_point()]
+    if not weights:
+        return None
+    with torch.no_grad():
+        for t in weights:
+            t.mul_(1.5)
+    return exported
+
+
 def test_RT_003_independent_handles(backend, result):
     driver, program, out, expected = _prepared(backend, result)
     other_inputs = _other_inputs(program, 11)
     other_expected = _expected(program, other_inputs, expected)
-    first, second = driver.init(out), driver.init(out)
+    handles = [("first handle", driver.init(out), program.inputs, expected),
+               ("second handle", driver.init(out), other_inputs, other_expected)]
+    reweighted = _reweighted(program)
+    if reweighted is not None:  # a handle of another blob: weights must not leak between handles
+        out3, _ = driver.preprocess(reweighted)
+        want3 = support.reference_outputs(reweighted, program.inputs, expected)
+        handles.append(("handle of a blob with other weights", driver.init(out3), program.inputs, want3))
     try:
         for _ in range(2):  # interleaved
-            a = driver.execute(first, program.inputs, expected)
-            b = driver.execute(second, other_inputs, other_expected)
-            support.compare_outputs(a.outputs, expected, what="first handle (interleaved)")
-            support.compare_outputs(b.outputs, other_expected, what="second handle (interleaved)")
+            for label, loaded, inputs, want in handles:
+                ran = driver.execute(loaded, inputs, want)
+                support.compare_outputs(ran.outputs, want, what=f"{label} (interleaved)")
+        driver.destroy(handles[0][1])
+        for label, loaded, inputs, want in handles[1:]:
+            ran = driver.execute(loaded, inputs, want)
+            support.compare_outputs(ran.outputs, want, what=f"{label} after the first handle was destroyed")
     finally:
-        driver.destroy(first)
-    try:
-        b = driver.execute(second, other_inputs, other_expected)
-        support.compare_outputs(b.outputs, other_expected, what="second handle after the first was destroyed")
-    finally:
-        driver.destroy(second)
+        for _, loaded, _, _ in handles[1:]:
+            driver.destroy(loaded)
+    result.stats(handles=len(handles))
 
 
 def test_RT_004_repeated_execute_identical(backend, result):
     driver, program, out, expected = _prepared(backend, result)
+    other_inputs = _other_inputs(program, 12)
+    other_expected = _expected(program, other_inputs, expected)
     loaded = driver.init(out)
     try:
         runs = [driver.execute(loaded, program.inputs, expected).outputs for _ in range(5)]
+        other = driver.execute(loaded, other_inputs, other_expected).outputs
+        again = driver.execute(loaded, program.inputs, expected).outputs
     finally:
         driver.destroy(loaded)
     support.compare_outputs(runs[0], expected, what="first execution")
-    for i, outputs in enumerate(runs[1:], start=2):
+    for i, outputs in enumerate(runs[1:] + [again], start=2):
         for j, (a, b) in enumerate(zip(runs[0], outputs)):
             if a.tobytes() != b.tobytes():
                 raise CheckFailure(
                     Category.CONTRACT_VIOLATION, f"execution {i} output {j} differs bitwise from the first execution"
                 )
+    support.compare_outputs(other, other_expected, what="the same handle executed on other inputs (state kept from the first?)")
 
 
 def test_RT_005_processed_buffer_freed_after_init(backend, result):
@@ -419,7 +444,8 @@ def test_RT_016_no_leak_over_init_destroy_cycles(backend, result):
         growth = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    result.stats(cycles=LEAK_CYCLES, growth_bytes=growth, budget_bytes=LEAK_BUDGET_BYTES)
+    result.stats(cycles=LEAK_CYCLES, budget_bytes=LEAK_BUDGET_BYTES)
+    result.set(measurements={"heap_growth_bytes": growth})
     if growth > LEAK_BUDGET_BYTES:
         raise CheckFailure(
             Category.CONTRACT_VIOLATION,

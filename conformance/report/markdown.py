@@ -9,7 +9,7 @@ from tabulate import tabulate
 
 from conformance.results import Category
 
-_MARK = {
+MARKS = {
     Category.PASS.value: "✅",
     Category.NOT_SUPPORTED.value: "—",
     Category.NOT_APPLICABLE.value: "n/a",
@@ -84,7 +84,7 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
     matrix = op_dtype_matrix(report)
     if matrix:
         dtypes = sorted({d for row in matrix.values() for d in row})
-        rows = [[op] + [_MARK.get(matrix[op].get(d, ""), matrix[op].get(d, "")) for d in dtypes] for op in sorted(matrix)]
+        rows = [[op] + [MARKS.get(matrix[op].get(d, ""), matrix[op].get(d, "")) for d in dtypes] for op in sorted(matrix)]
         lines += ["## Operators x dtypes", "", tabulate(rows, headers=["op"] + dtypes, tablefmt="github"), ""]
         lines += ["✅ pass · ❌ mismatch · ⛔ stage failure · ⚠️ contract violation · 💥 crash · ⏱ timeout · — not supported · ❓ inconclusive", ""]
     perf = performance_table(report)

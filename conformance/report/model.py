@@ -2,9 +2,9 @@
 
 A run writes one *results document* per pytest session (``results/<tag>.json``:
 the main checks, the performance phase, each shard). ``build_report`` merges
-them into ``report.json``. Everything that depends on time lives under the keys
-``timings``, ``duration_s``, ``started``, ``finished`` and ``integrity`` (which
-hashes the rest), so two runs with the same inputs differ only there.
+them into ``report.json``. Everything measured lives under the keys ``timings``,
+``measurements``, ``duration_s``, ``started``, ``finished`` and ``integrity``
+(which hashes the rest), so two runs with the same inputs differ only there.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from conformance.results import FAILURES, INCONCLUSIVE, Category
 
 RESULTS_SCHEMA = "torch-backend-conformance/results/1"
 REPORT_SCHEMA = "torch-backend-conformance/report/1"
-VOLATILE_KEYS = frozenset({"timings", "duration_s", "started", "finished", "integrity", "command"})
+VOLATILE_KEYS = frozenset({"timings", "measurements", "duration_s", "started", "finished", "integrity", "command"})
+"""Keys whose values change from run to run: durations, memory measurements, timestamps."""
 
 
 def environment() -> dict[str, Any]:
@@ -257,6 +258,21 @@ def verdict(results: list[Mapping[str, Any]], profile, specs) -> dict[str, Any]:
         "inconclusive": sorted(inconclusive),
         "not_run": sorted(not_run),
     }
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema of report.json, shipped in the package."""
+    import importlib.resources
+
+    return json.loads(importlib.resources.files("conformance.report").joinpath("report.schema.json").read_text())
+
+
+def validate(report: Mapping[str, Any]) -> list[str]:
+    """Schema violations of ``report`` (empty when valid)."""
+    from jsonschema import Draft202012Validator
+
+    validator = Draft202012Validator(schema())
+    return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in validator.iter_errors(report)]
 
 
 def _stable(value: Any) -> Any:

@@ -1,0 +1,185 @@
+"""The regression gate: what changed between a baseline report and a new one.
+
+    python -m conformance diff OLD.json NEW.json [--waivers waivers.toml] [--threshold 1.25]
+
+The baseline is the list of expected failures: a result failing in both is
+*known* and does not fail the gate. The gate fails (exit 1) on a *new* failure
+(failing now, not failing in the baseline) that no live waiver covers, or on a
+performance regression: the backend's median time of a PERF measurement grew
+by more than the threshold (default 1.25x).
+
+A waiver names a result id (or a prefix ending in ``*``), a reason, a tracking
+link and an expiry date. An expired waiver no longer waives and is reported;
+one that matches no new failure is reported as unmatched. A different spec
+digest, profile, backend or machine is reported at the top, never silently
+compared.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from conformance.results import Category
+
+DEFAULT_THRESHOLD = 1.25
+
+
+@dataclass(frozen=True)
+class Waiver:
+    id: str
+    reason: str
+    tracking: str
+    expires: dt.date
+
+    def matches(self, result_id: str) -> bool:
+        return result_id.startswith(self.id[:-1]) if self.id.endswith("*") else result_id == self.id
+
+
+class WaiverError(ValueError):
+    """A malformed waiver file; the message names the entry and field."""
+
+
+def load_waivers(path: str | Path) -> list[Waiver]:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise WaiverError(f"{path}: {exc}") from None
+    out = []
+    for i, entry in enumerate(data.get("waiver", [])):
+        where = f"{path}: waiver #{i + 1}"
+        missing = [k for k in ("id", "reason", "tracking", "expires") if not entry.get(k)]
+        if missing:
+            raise WaiverError(f"{where}: missing {missing}; every waiver names the result, a reason, a tracking link and an expiry date")
+        expires = entry["expires"]
+        if isinstance(expires, str):
+            try:
+                expires = dt.date.fromisoformat(expires)
+            except ValueError:
+                raise WaiverError(f"{where}: expires must be a date (YYYY-MM-DD), got {expires!r}") from None
+        if not isinstance(expires, dt.date):
+            raise WaiverError(f"{where}: expires must be a date (YYYY-MM-DD)")
+        out.append(Waiver(entry["id"], entry["reason"], entry["tracking"], expires))
+    return out
+
+
+@dataclass
+class Diff:
+    warnings: list[str] = field(default_factory=list)
+    new_failures: list[dict] = field(default_factory=list)
+    waived: list[tuple[dict, Waiver]] = field(default_factory=list)
+    known_failures: list[dict] = field(default_factory=list)
+    fixed: list[dict] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)
+    regressions: list[dict] = field(default_factory=list)
+    improvements: list[dict] = field(default_factory=list)
+    expired_waivers: list[Waiver] = field(default_factory=list)
+    unmatched_waivers: list[Waiver] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.new_failures or self.regressions)
+
+
+def _failing(r: Mapping[str, Any]) -> bool:
+    return Category(r["category"]).is_failure
+
+
+def diff(
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    waivers: list[Waiver] = (),
+    today: dt.date | None = None,
+) -> Diff:
+    today = today or dt.date.today()
+    out = Diff()
+    if old["spec"]["digest"] != new["spec"]["digest"]:
+        out.warnings.append(
+            f"spec changed: {old['spec']['digest'][:12]} -> {new['spec']['digest'][:12]}; results are compared by check id, "
+            "and checks the new spec added or dropped are listed below"
+        )
+    if old["spec"]["profile"] != new["spec"]["profile"]:
+        out.warnings.append(f"profile changed: {old['spec']['profile']} -> {new['spec']['profile']}")
+    if old["backend"]["name"] != new["backend"]["name"]:
+        out.warnings.append(f"different backends: {old['backend']['name']} -> {new['backend']['name']}")
+    if old["backend"].get("version") != new["backend"].get("version"):
+        out.warnings.append(f"backend version {old['backend'].get('version')} -> {new['backend'].get('version')}")
+    env_keys = ("cpu", "cpu_count", "torch", "python")
+    if any(old["environment"].get(k) != new["environment"].get(k) for k in env_keys):
+        out.warnings.append("different machine or libraries: performance ratios compare across environments")
+
+    before = {r["id"]: r for r in old["results"]}
+    after = {r["id"]: r for r in new["results"]}
+    live = [w for w in waivers if w.expires >= today]
+    out.expired_waivers = [w for w in waivers if w.expires < today]
+    used: set[int] = set()
+    for rid, r in sorted(after.items()):
+        previous = before.get(rid)
+        if _failing(r):
+            if previous is not None and _failing(previous):
+                out.known_failures.append(r)
+                continue
+            waiver = next((w for w in live if w.matches(rid)), None)
+            if waiver is not None:
+                out.waived.append((r, waiver))
+                used.add(id(waiver))
+            else:
+                out.new_failures.append(r)
+        elif previous is not None and _failing(previous):
+            out.fixed.append(r)
+    out.unmatched_waivers = [w for w in live if id(w) not in used]
+    out.missing = sorted(set(before) - set(after))
+    out.added = sorted(set(after) - set(before))
+
+    for rid, r in sorted(after.items()):
+        previous = before.get(rid)
+        if r.get("runner") != "backend" or previous is None:
+            continue
+        new_median = (r.get("timings") or {}).get("median_ms")
+        old_median = (previous.get("timings") or {}).get("median_ms")
+        if not new_median or not old_median:
+            continue
+        ratio = new_median / old_median
+        entry = {"id": rid, "old_ms": old_median, "new_ms": new_median, "ratio": ratio}
+        if ratio > threshold:
+            out.regressions.append(entry)
+        elif ratio < 1 / threshold:
+            out.improvements.append(entry)
+    return out
+
+
+def render(d: Diff, threshold: float = DEFAULT_THRESHOLD) -> str:
+    lines = []
+    for w in d.warnings:
+        lines.append(f"WARNING: {w}")
+    verdict = "REGRESSED" if d.failed else "OK"
+    lines.append(
+        f"{verdict}: {len(d.new_failures)} new failure(s), {len(d.regressions)} performance regression(s) "
+        f"beyond {threshold:g}x, {len(d.fixed)} fixed, {len(d.known_failures)} known failure(s), {len(d.waived)} waived"
+    )
+    for r in d.new_failures:
+        lines.append(f"  NEW FAILURE  {r['id']}: {r['category']}: {(r.get('message') or '')[:200]}")
+    for e in d.regressions:
+        lines.append(f"  SLOWER       {e['id']}: {e['old_ms']:.3f} ms -> {e['new_ms']:.3f} ms ({e['ratio']:.2f}x)")
+    for r in d.fixed:
+        lines.append(f"  FIXED        {r['id']}")
+    for r, w in d.waived:
+        lines.append(f"  WAIVED       {r['id']} until {w.expires} ({w.reason}; {w.tracking})")
+    for w in d.expired_waivers:
+        lines.append(f"  EXPIRED WAIVER {w.id} expired {w.expires} ({w.tracking}): it no longer waives anything")
+    for w in d.unmatched_waivers:
+        lines.append(f"  UNMATCHED WAIVER {w.id} ({w.tracking}): matches no new failure; remove it")
+    for e in d.improvements:
+        lines.append(f"  FASTER       {e['id']}: {e['old_ms']:.3f} ms -> {e['new_ms']:.3f} ms ({e['ratio']:.2f}x)")
+    if d.missing:
+        lines.append(f"  NOT RUN NOW  {len(d.missing)} check(s) of the baseline: {', '.join(d.missing[:10])}")
+    if d.added:
+        lines.append(f"  NEW CHECKS   {len(d.added)}: {', '.join(d.added[:10])}")
+    return "\n".join(lines)

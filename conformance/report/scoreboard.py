@@ -1,0 +1,392 @@
+"""Several report.json documents side by side: one column per backend. Pure functions.
+
+``build`` turns reports into a scoreboard *model* (plain JSON-able dicts):
+
+* ``backends``: the columns, with each backend's verdict;
+* ``clauses``: one row per clause id, the worst category of each backend's results for it;
+* ``ops``: one row per operator, "passed/total" dtypes of each backend's numerics results
+  and the worst category among them;
+* ``warnings``: what makes the columns less comparable than they look. Reports
+  certified against different specs (different spec digests) are still shown, but
+  never silently: the model records a ``spec-digest`` warning naming which backend
+  was held to which spec, and both renderers print it above the table.
+
+``render_markdown`` and ``render_html`` show a model; the HTML page follows the
+rules of ``conformance.report.html`` (self-contained, no script, every string escaped).
+"""
+
+from __future__ import annotations
+
+import html as _html
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from tabulate import tabulate
+
+from conformance.report import html as report_html
+from conformance.report.html import (
+    VERDICT_BADGES,
+    VERDICT_COLOURS,
+    chip_style,
+    esc,
+    glyph_of,
+    page,
+    tint_style,
+)
+from conformance.report.markdown import MARKS, op_dtype_matrix
+from conformance.results import Category
+
+SCHEMA = "torch-backend-conformance/scoreboard/1"
+
+SEVERITY = (
+    Category.CRASH,
+    Category.TIMEOUT,
+    Category.CONTRACT_VIOLATION,
+    Category.MISMATCH,
+    Category.EXECUTE_FAIL,
+    Category.INIT_FAIL,
+    Category.PREPROCESS_FAIL,
+    Category.XPASS,
+    Category.HARNESS_ERROR,
+    Category.ORACLE_DISAGREEMENT,
+    Category.NOT_SUPPORTED,
+    Category.SKIP,
+    Category.XFAIL,
+    Category.NOT_APPLICABLE,
+    Category.PASS,
+)
+"""Worst first: a backend's cell for a clause shows the worst of its results there."""
+
+
+def worst(categories: Iterable[str]) -> str | None:
+    """The most severe category (unknown categories count as worst of all)."""
+    rank = {c.value: i for i, c in enumerate(SEVERITY)}
+    found = [c for c in categories if c is not None]
+    if not found:
+        return None
+    return min(found, key=lambda c: (rank.get(c, -1), str(c)))
+
+
+def build(reports: list[Mapping[str, Any]], clauses: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The scoreboard model of ``reports`` (report.json documents), one column each, in the order given.
+
+    ``clauses`` (``conformance.specs.load().clauses``) adds each clause's title to its row.
+    """
+    backends: list[dict[str, Any]] = []
+    names = Counter(str((r.get("backend") or {}).get("name", "?")) for r in reports)
+    keys: set[str] = set()
+    for report in reports:
+        backend = report.get("backend") or {}
+        verdict = report.get("verdict") or {}
+        spec = report.get("spec") or {}
+        summary = report.get("summary") or {}
+        name, version = str(backend.get("name", "?")), str(backend.get("version", "?"))
+        key = name if names[name] == 1 else f"{name} {version}"
+        n = 2
+        while key in keys:
+            key, n = f"{name} {version} #{n}", n + 1
+        keys.add(key)
+        backends.append(
+            {
+                "key": key,
+                "name": name,
+                "version": version,
+                "profile": verdict.get("profile") or spec.get("profile"),
+                "spec_digest": spec.get("digest"),
+                "harness_version": (report.get("harness") or {}).get("version"),
+                "certified": bool(verdict.get("certified")),
+                "state": report_html.verdict_state(verdict),
+                "verdict": verdict.get("text", ""),
+                "failing_clauses": list(verdict.get("failing_clauses") or []),
+                "mandatory": dict(summary.get("mandatory") or {}),
+                "counts": dict(Counter(r.get("category") for r in report.get("results") or [])),
+            }
+        )
+    model: dict[str, Any] = {
+        "schema": SCHEMA,
+        "backends": backends,
+        "warnings": _warnings(backends, names),
+        "spec_digests": _group(backends, "spec_digest"),
+        "clauses": _clause_rows(reports, backends, clauses),
+        "ops": _op_rows(reports, backends),
+    }
+    model["comparable"] = not any(w["kind"] == "spec-digest" for w in model["warnings"])
+    return model
+
+
+def _group(backends: list[dict[str, Any]], field: str) -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = defaultdict(list)
+    for b in backends:
+        groups[str(b[field])].append(b["key"])
+    return dict(groups)
+
+
+def _warnings(backends: list[dict[str, Any]], names: Counter) -> list[dict[str, str]]:
+    warnings = []
+    digests = _group(backends, "spec_digest")
+    if len(digests) > 1:
+        held = "; ".join(f"spec {d[:12]}: {', '.join(keys)}" for d, keys in digests.items())
+        warnings.append(
+            {
+                "kind": "spec-digest",
+                "message": f"These reports were certified against {len(digests)} different specs ({held}). "
+                "Their results were not held to the same clauses, ops, dtypes and tolerances: "
+                "do not compare them cell by cell; re-certify against one spec.",
+            }
+        )
+    profiles = _group(backends, "profile")
+    if len(profiles) > 1:
+        held = "; ".join(f"{p}: {', '.join(keys)}" for p, keys in profiles.items())
+        warnings.append(
+            {
+                "kind": "profile",
+                "message": f"These reports were certified for different profiles ({held}): "
+                "a verdict means something different in each column.",
+            }
+        )
+    harness = _group(backends, "harness_version")
+    if len(harness) > 1:
+        held = "; ".join(f"{v}: {', '.join(keys)}" for v, keys in harness.items())
+        warnings.append({"kind": "harness", "message": f"These reports come from different harness versions ({held})."})
+    for name, n in sorted(names.items()):
+        if n > 1:
+            warnings.append(
+                {"kind": "duplicate-backend", "message": f"Backend {name} appears in {n} reports; its columns are told apart by version."}
+            )
+    return warnings
+
+
+def _clause_rows(reports, backends, clauses) -> list[dict[str, Any]]:
+    per_backend: list[dict[str, Counter]] = []
+    for report in reports:
+        by_clause: dict[str, Counter] = defaultdict(Counter)
+        for r in report.get("results") or []:
+            by_clause[str(r.get("clause") or "?")][r.get("category")] += 1
+        per_backend.append(by_clause)
+    ids = sorted({c for by in per_backend for c in by}, key=report_html.clause_key)
+    rows = []
+    for clause_id in ids:
+        cells: dict[str, Any] = {}
+        for backend, by in zip(backends, per_backend):
+            counts = by.get(clause_id)
+            if not counts:
+                cells[backend["key"]] = None
+                continue
+            failing = sum(n for c, n in counts.items() if report_html.is_failure(c))
+            cells[backend["key"]] = {
+                "category": worst(counts),
+                "counts": dict(sorted(counts.items(), key=lambda kv: str(kv[0]))),
+                "total": sum(counts.values()),
+                "failing": failing,
+            }
+        clause = (clauses or {}).get(clause_id)
+        rows.append(
+            {
+                "id": clause_id,
+                "title": str(getattr(clause, "title", "") or ""),
+                "text": str(getattr(clause, "text", "") or ""),
+                "cells": cells,
+            }
+        )
+    return rows
+
+
+def _op_rows(reports, backends) -> list[dict[str, Any]]:
+    matrices = [op_dtype_matrix(report) for report in reports]
+    ops = sorted({op for m in matrices for op in m})
+    rows = []
+    for op in ops:
+        cells: dict[str, Any] = {}
+        for backend, matrix in zip(backends, matrices):
+            dtypes = matrix.get(op)
+            if not dtypes:
+                cells[backend["key"]] = None
+                continue
+            ordered = dict(sorted(dtypes.items(), key=lambda kv: report_html.dtype_key(kv[0])))
+            cells[backend["key"]] = {
+                "passed": sum(c == Category.PASS.value for c in ordered.values()),
+                "total": len(ordered),
+                "category": worst(ordered.values()),
+                "dtypes": ordered,
+                "failing_dtypes": [d for d, c in ordered.items() if report_html.is_failure(c)],
+            }
+        rows.append({"op": op, "cells": cells})
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Markdown
+
+
+def _md(text: Any) -> str:
+    """A table cell: no pipes or newlines, and no HTML (GitHub renders inline HTML)."""
+    return _html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(model: Mapping[str, Any]) -> str:
+    backends = model["backends"]
+    headers = [""] + [_md(b["key"]) for b in backends]
+    lines = [f"# Conformance scoreboard: {len(backends)} backend(s)", ""]
+    for w in model.get("warnings") or []:
+        lines += [f"> ⚠️ **{_md(w['kind'])}**: {_md(w['message'])}", ""]
+    verdicts = [
+        ["verdict"] + [("✅ certified" if b["certified"] else "❌ not certified") for b in backends],
+        ["version"] + [_md(b["version"]) for b in backends],
+        ["profile"] + [_md(b["profile"]) for b in backends],
+        ["spec"] + [f"`{_md(str(b['spec_digest'])[:12])}`" for b in backends],
+        ["mandatory passed"] + [f"{b['mandatory'].get('passed', 0)}/{b['mandatory'].get('total', 0)}" for b in backends],
+        ["failing clauses"] + [_md(", ".join(b["failing_clauses"]) or "none") for b in backends],
+    ]
+    lines += ["## Verdicts", "", tabulate(verdicts, headers=headers, tablefmt="github"), ""]
+    if model["clauses"]:
+        rows = []
+        for row in model["clauses"]:
+            label = f"{row['id']} {row['title']}".strip()
+            rows.append([_md(label)] + [_md_clause_cell(row["cells"].get(b["key"])) for b in backends])
+        lines += ["## Clauses (worst result per backend)", "", tabulate(rows, headers=headers, tablefmt="github"), ""]
+    if model["ops"]:
+        rows = [[_md(row["op"])] + [_md_op_cell(row["cells"].get(b["key"])) for b in backends] for row in model["ops"]]
+        lines += ["## Operators (dtypes passed / run)", "", tabulate(rows, headers=headers, tablefmt="github"), ""]
+    lines += ["✅ pass · ❌ mismatch · ⛔ stage failure · ⚠️ contract violation · 💥 crash · ⏱ timeout · — not supported · ❓ inconclusive", ""]
+    return "\n".join(lines)
+
+
+def _md_clause_cell(cell: Mapping[str, Any] | None) -> str:
+    if cell is None:
+        return ""
+    category = cell["category"]
+    text = f"{MARKS.get(category, '')} {category}".strip()
+    if cell["failing"]:
+        text += f" ({cell['failing']}/{cell['total']} failing)"
+    return _md(text)
+
+
+def _md_op_cell(cell: Mapping[str, Any] | None) -> str:
+    if cell is None:
+        return ""
+    text = f"{MARKS.get(cell['category'], '')} {cell['passed']}/{cell['total']}".strip()
+    if cell["failing_dtypes"]:
+        text += f" ({', '.join(cell['failing_dtypes'])})"
+    return _md(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# HTML
+
+
+SCOREBOARD_CSS = """
+h1 { margin: 24px 0 4px; }
+#scoreboard { table-layout: fixed; }
+#scoreboard col.rowhead { width: 380px; }
+#scoreboard thead th { text-align: center; vertical-align: bottom; overflow-wrap: anywhere; }
+#scoreboard thead th .version { display: block; font-weight: 400; color: var(--muted); font-size: 12px; overflow-wrap: anywhere; }
+#scoreboard thead th.rowhead { text-align: left; }
+#scoreboard th[scope=row] { vertical-align: middle; font-weight: 400; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+#scoreboard th[scope=row] .title { color: var(--muted); margin-left: 6px; }
+#scoreboard tr.group th { background: var(--soft); font-weight: 700; font-size: 15px; padding-top: 10px; }
+#scoreboard td { text-align: center; vertical-align: middle; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+#scoreboard td.cell { white-space: normal; overflow-wrap: anywhere; font-weight: 600; font-size: 12px; border-bottom: 1px solid #fff; border-right: 2px solid #fff; }
+#scoreboard td.empty { background: repeating-linear-gradient(45deg, #fafafa 0 4px, #f0f0f0 4px 8px); }
+#scoreboard td.verdict { padding: 6px; }
+#scoreboard td.verdict .chip { font-size: 12.5px; padding: 3px 10px; }
+"""
+
+
+def render_html(model: Mapping[str, Any]) -> str:
+    backends = model["backends"]
+    n = len(backends)
+    intro = (
+        f'<h1>Conformance scoreboard</h1><p class="muted">{n} backend(s), one column each; '
+        "each cell shows the worst result of that backend for the row. Hover a cell for details.</p>"
+    )
+    body = ["<main>", intro]
+    if model.get("warnings"):
+        items = "".join(
+            f'<li data-warning="{esc(w["kind"])}"><b>{esc(w["kind"])}</b>: {esc(w["message"])}</li>' for w in model["warnings"]
+        )
+        body.append(f'<div id="warnings" class="warning" role="alert"><b>⚠ Read with care</b><ul>{items}</ul></div>')
+    head = "".join(
+        f'<th scope="col" data-backend="{esc(b["key"])}">{esc(b["name"])}<span class="version">{esc(b["version"])}</span></th>'
+        for b in backends
+    )
+    rows = [_group_row("Verdict", n)]
+    rows.append(
+        '<tr data-row="verdict"><th scope="row">verdict</th>'
+        + "".join(
+            f'<td class="verdict" data-backend="{esc(b["key"])}" data-certified="{str(b["certified"]).lower()}" title="{esc(b["verdict"])}">'
+            f'<span class="chip" style="background:{VERDICT_COLOURS[b["state"]]};color:#fff">{VERDICT_BADGES[b["state"]]}</span></td>'
+            for b in backends
+        )
+        + "</tr>"
+    )
+    for label, field, fmt in (
+        ("profile", "profile", str),
+        ("spec", "spec_digest", lambda d: str(d)[:12]),
+        ("mandatory passed", "mandatory", lambda m: f"{m.get('passed', 0)}/{m.get('total', 0)}"),
+    ):
+        rows.append(
+            f'<tr data-row="{esc(field)}"><th scope="row">{esc(label)}</th>'
+            + "".join(f'<td data-backend="{esc(b["key"])}" title="{esc(b[field])}">{esc(fmt(b[field]))}</td>' for b in backends)
+            + "</tr>"
+        )
+    if model["clauses"]:
+        rows.append(_group_row("Clauses", n))
+        for row in model["clauses"]:
+            cells = "".join(_html_clause_cell(b["key"], row["id"], row["cells"].get(b["key"])) for b in backends)
+            rows.append(
+                f'<tr data-clause="{esc(row["id"])}"><th scope="row" title="{esc(_join(row["title"], row["text"]))}">'
+                f'<span class="mono"><b>{esc(row["id"])}</b></span><span class="title">{esc(row["title"])}</span></th>{cells}</tr>'
+            )
+    if model["ops"]:
+        rows.append(_group_row("Operators (dtypes passed / run)", n))
+        for row in model["ops"]:
+            cells = "".join(_html_op_cell(b["key"], row["op"], row["cells"].get(b["key"])) for b in backends)
+            rows.append(f'<tr data-op="{esc(row["op"])}"><th scope="row" class="mono">{esc(row["op"])}</th>{cells}</tr>')
+    body.append(
+        '<table class="grid" id="scoreboard" data-comparable="'
+        + str(bool(model.get("comparable", True))).lower()
+        + f'"><colgroup><col class="rowhead">{"<col>" * n}</colgroup>'
+        f'<thead><tr><th class="rowhead" scope="col">backend</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    )
+    body.append("</main>")
+    return page(f"Conformance scoreboard: {', '.join(b['key'] for b in backends)}", body, extra_css=SCOREBOARD_CSS)
+
+
+def _cell_style(category: str) -> str:
+    """Failures and the like in their full colour; passes on a pale wash, so the failures stand out."""
+    return tint_style(category) if category == Category.PASS.value else chip_style(category)
+
+
+def _join(title: str, text: str) -> str:
+    return f"{title}: {text}" if title and text else title or text
+
+
+def _group_row(label: str, n: int) -> str:
+    return f'<tr class="group"><th colspan="{n + 1}" scope="rowgroup">{esc(label)}</th></tr>'
+
+
+def _html_clause_cell(key: str, clause: str, cell: Mapping[str, Any] | None) -> str:
+    if cell is None:
+        return f'<td class="cell empty" data-backend="{esc(key)}" data-clause="{esc(clause)}" title="not run"></td>'
+    category = cell["category"]
+    hover = ", ".join(f"{c}: {n}" for c, n in cell["counts"].items())
+    text = f"{glyph_of(category)} {category}"
+    if cell["failing"]:
+        text += f" {cell['failing']}/{cell['total']}"
+    return (
+        f'<td class="cell" data-backend="{esc(key)}" data-clause="{esc(clause)}" data-category="{esc(category)}" '
+        f'style="{_cell_style(category)}" title="{esc(hover)}">{esc(text)}</td>'
+    )
+
+
+def _html_op_cell(key: str, op: str, cell: Mapping[str, Any] | None) -> str:
+    if cell is None:
+        return f'<td class="cell empty" data-backend="{esc(key)}" data-op="{esc(op)}" title="not run"></td>'
+    category = cell["category"]
+    hover = ", ".join(f"{d}: {c}" for d, c in cell["dtypes"].items())
+    return (
+        f'<td class="cell" data-backend="{esc(key)}" data-op="{esc(op)}" data-category="{esc(category)}" '
+        f'data-passed="{cell["passed"]}" data-total="{cell["total"]}" style="{_cell_style(category)}" title="{esc(hover)}">'
+        f'{esc(glyph_of(category))} {cell["passed"]}/{cell["total"]}</td>'
+    )

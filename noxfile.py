@@ -1,0 +1,80 @@
+"""Sessions: tests, certify, report, scoreboard, bench, lint.
+
+torch is pinned to the CPU build 2.13.0 in every session: an unpinned torch with
+nothing installed would pull a multi-GB CUDA build.
+
+    nox -s tests                        # the project's own tests (what CI runs)
+    nox -s certify -- reference         # certify a backend: reports/reference/report.{json,md}
+    nox -s certify -- mybackend --install ./mybackend-package --profile core-fp32
+    nox -s bench                        # reference kernels vs eager, ratios
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["tests"]
+
+PYTHON = "3.11"
+TORCH = "torch==2.13.0"
+
+
+def _install(session: nox.Session, *extra: str) -> None:
+    session.install(TORCH)
+    session.install("-e", ".", *extra)
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """The project's tests: contract, reference vs eager, harness self-proof, reports."""
+    _install(session)
+    session.install("setuptools>=68", "wheel")  # the entry-point test builds a throwaway package
+    args = session.posargs or ["-n", "auto"]
+    session.run("python", "-m", "pytest", "tests", *args, env={"HYPOTHESIS_PROFILE": "ci"})
+
+
+@nox.session(python=PYTHON)
+def certify(session: nox.Session) -> None:
+    """Certify a backend: nox -s certify -- NAME [--install PKG ...] [--profile P] [--output DIR] [-- pytest args]."""
+    _install(session)
+    args = list(session.posargs)
+    while "--install" in args:  # the backend's own package, into this session's environment
+        i = args.index("--install")
+        session.install(args[i + 1])
+        del args[i : i + 2]
+    if not args:
+        session.error("name the backend to certify: nox -s certify -- reference")
+    session.run("python", "-m", "conformance", "certify", *args)
+
+
+@nox.session(python=PYTHON)
+def report(session: nox.Session) -> None:
+    """Rebuild reports from results: nox -s report -- reports/NAME."""
+    _install(session)
+    session.run("python", "-m", "conformance", "report", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def scoreboard(session: nox.Session) -> None:
+    """Backends side by side: nox -s scoreboard -- reports/*/report.json."""
+    _install(session)
+    reports = session.posargs or [str(p) for p in sorted(__import__("pathlib").Path("reports").glob("*/report.json"))]
+    session.run("python", "-m", "conformance", "scoreboard", *reports, "--output", "reports")
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Reference kernels against PyTorch eager on the same inputs, as ratios (pytest-benchmark)."""
+    _install(session)
+    session.run(
+        "python", "-m", "pytest", "benchmarks", "-p", "no:xdist", "--benchmark-only",
+        "--benchmark-json", "benchmarks/latest.json", "--benchmark-disable-gc", "-q", *session.posargs,
+    )
+    session.run("python", "benchmarks/summarize.py", "benchmarks/latest.json")
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", "conformance", "reference_backend", "tests", "benchmarks", "noxfile.py")

@@ -1,0 +1,146 @@
+"""The reference blob reader and runtime on hostile input: only BackendError, never a crash or a hang.
+
+The fuzz runs in two regimes. Raw mutations are mostly caught by the checksum, so
+the second regime recomputes the checksum after mutating: those blobs reach the
+structural validation (bounds, counts, ids, dataflow, types) and every one of
+them must still be refused with BackendError or decode to a program that runs.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conformance.api import (
+    BackendError,
+    BackendExecutionContext,
+    BackendInitContext,
+    Error,
+    EValue,
+    FreeableBuffer,
+    MemoryAllocator,
+    NamedDataMap,
+)
+from conformance.checks import _support as support
+from reference_backend import FORMAT_VERSION, ReferenceBackend, ReferenceRuntime, blob
+
+BLOB_ERRORS = {Error.InvalidProgram, Error.DelegateInvalidCompatibility}
+FUZZ_EXAMPLES = 5000  # per regime: 10,000 blobs in all
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    program = support.contract_program("mlp")
+    result = ReferenceBackend.preprocess(program.fresh(), [])
+    return program, result
+
+
+def _init(runtime, data: bytes, result):
+    context = BackendInitContext(MemoryAllocator(1 << 24), named_data_map=NamedDataMap(result.data_store_output))
+    return runtime.init(context, FreeableBuffer(data), [])
+
+
+def _fix_checksum(data: bytearray) -> bytes:
+    if len(data) >= blob.HEADER_SIZE:
+        struct.pack_into("<I", data, 16, zlib.crc32(bytes(data[blob.HEADER_SIZE :])))
+    return bytes(data)
+
+
+def _must_be_clean(runtime, data: bytes, result, program) -> str:
+    try:
+        handle = _init(runtime, data, result)
+    except BackendError as exc:
+        assert exc.error in BLOB_ERRORS, f"init refused a bad blob with {exc.error.name}: {exc}"
+        return "refused"
+    # It decoded: executing must also report problems through BackendError only.
+    try:
+        args = [EValue(np.array(a)) for a in program.inputs] + [EValue(np.zeros((4, 8), np.float32))]
+        runtime.execute(BackendExecutionContext(MemoryAllocator(1 << 24)), handle, args)
+    except BackendError:
+        pass
+    finally:
+        runtime.destroy(handle)
+    return "accepted"
+
+
+mutations = st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=6)
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(edits=mutations, cut=st.none() | st.integers(0, 10**6), fix=st.booleans())
+def test_mutated_and_truncated_blobs_only_raise_backend_error(mlp, edits, cut, fix):
+    program, result = mlp
+    data = bytearray(result.processed_bytes)
+    for position, value in edits:
+        data[position % len(data)] = value
+    if cut is not None:
+        data = data[: cut % len(data)]
+    if fix:
+        data = bytearray(_fix_checksum(data))
+    _must_be_clean(ReferenceRuntime(), bytes(data), result, program)
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(edits=mutations)
+def test_checksum_valid_hostile_blobs_reach_validation_and_are_refused_cleanly(mlp, edits):
+    program, result = mlp
+    data = bytearray(result.processed_bytes)
+    for position, value in edits:
+        # Past the header: the structure, not the magic or the version.
+        index = blob.HEADER_SIZE + position % (len(data) - blob.HEADER_SIZE)
+        data[index] = value if data[index] != value else value ^ 0xFF
+    _must_be_clean(ReferenceRuntime(), _fix_checksum(data), result, program)
+
+
+def test_every_truncation_is_refused(mlp):
+    program, result = mlp
+    data = result.processed_bytes
+    for n in range(len(data)):
+        with pytest.raises(BackendError) as err:
+            _init(ReferenceRuntime(), data[:n], result)
+        assert err.value.error is Error.InvalidProgram
+
+
+@pytest.mark.parametrize("version", [0, FORMAT_VERSION + 1, 0xFFFF])
+def test_other_format_versions_are_incompatible(mlp, version):
+    program, result = mlp
+    data = bytearray(result.processed_bytes)
+    struct.pack_into("<H", data, blob.VERSION_OFFSET, version)
+    with pytest.raises(BackendError) as err:
+        _init(ReferenceRuntime(), bytes(data), result)
+    assert err.value.error is Error.DelegateInvalidCompatibility
+    assert f"version {version}" in err.value.message
+
+
+def test_hostile_counts_do_not_allocate_or_loop(mlp):
+    # A section claiming 2**32-1 entries in a handful of bytes is refused by arithmetic, not by trying.
+    program, result = mlp
+    p = blob.read(result.processed_bytes)
+    raw = bytearray(blob.write(p))
+    directory_offset = blob.HEADER_SIZE
+    kind, offset, length = struct.unpack_from("<III", raw, directory_offset)
+    assert kind == blob.Section.STRINGS
+    struct.pack_into("<I", raw, blob.HEADER_SIZE + offset, 0xFFFFFFFF)
+    with pytest.raises(BackendError, match="claims 4294967295 strings"):
+        _init(ReferenceRuntime(), _fix_checksum(raw), result)
+
+
+def test_blob_has_nothing_executable(mlp):
+    program, result = mlp
+    data = result.processed_bytes
+    assert b"pickle" not in data and b"\x80\x04" not in data[:2]
+    decoded = blob.read(data)
+    assert all(isinstance(i.op, str) for i in decoded.instructions)
+
+
+def test_missing_named_data_is_an_invalid_program(mlp):
+    program, result = mlp
+    context = BackendInitContext(MemoryAllocator(1 << 24), named_data_map=NamedDataMap())
+    with pytest.raises(BackendError) as err:
+        ReferenceRuntime().init(context, FreeableBuffer(result.processed_bytes), [])
+    assert err.value.error is Error.InvalidProgram and "lacks" in err.value.message

@@ -1,0 +1,159 @@
+"""The scoreboard: the reference and seeded-defect backends side by side, in Markdown and in Chromium."""
+
+from __future__ import annotations
+
+import json
+
+from conformance.report import scoreboard
+from conformance.results import COLOURS, Category
+from tests.reports.test_html import (
+    PAYLOAD,
+    SPECS,
+    assert_payload_inert,
+    assert_self_contained,
+    dump_dom,
+    keep_artifact,
+    make_report,
+    nan_dropped_by_max,
+    parse,
+    screenshot,
+)
+
+HOSTILE_NAME = "seeded-handles-share-state<script>document.title='PWNED'</script>"
+
+
+def handles_share_state(r: dict) -> dict:
+    """As tests/seeded/defects.py:handles_share_state comes out: RT-003 fails, with a hostile message."""
+    if r.get("clause") == "RT-003":
+        r["category"] = "CONTRACT_VIOLATION"
+        r["message"] = "handle 1 returned handle 2's outputs " + PAYLOAD
+    return r
+
+
+def int_div_rounds_toward_zero(r: dict) -> dict:
+    if r.get("op") == "aten.div.Tensor_mode" and r.get("dtype") == "int32":
+        r["category"] = "MISMATCH"
+        r["message"] = "aten.div.Tensor_mode(int32[2], int32[2], rounding_mode='floor') output 0: got -1, expected -2"
+    return r
+
+
+def reports() -> list[dict]:
+    return [
+        make_report("reference", version="0.1.0 (blob format 1)"),
+        make_report("seeded-nan-dropped-by-max", nan_dropped_by_max, version="seeded"),
+        make_report(HOSTILE_NAME, handles_share_state, version="seeded<img src=x onerror=alert(1)>"),
+        make_report("seeded-int-div-rounds-toward-zero", int_div_rounds_toward_zero, version="seeded"),
+    ]
+
+
+def test_model_has_a_column_per_backend_and_the_worst_result_per_clause():
+    model = scoreboard.build(reports(), SPECS.clauses)
+    keys = [b["key"] for b in model["backends"]]
+    assert keys == ["reference", "seeded-nan-dropped-by-max", HOSTILE_NAME, "seeded-int-div-rounds-toward-zero"]
+    assert [b["certified"] for b in model["backends"]] == [True, False, False, False]
+    assert model["warnings"] == [] and model["comparable"]
+    assert json.loads(json.dumps(model)) == model, "the model is plain JSON"
+
+    clauses = {row["id"]: row for row in model["clauses"]}
+    assert set(clauses) >= set(SPECS.profile("smoke").clauses)
+    num = clauses["NUM-001"]["cells"]
+    assert num["reference"]["category"] == "PASS"
+    assert num["seeded-nan-dropped-by-max"] == {
+        "category": "MISMATCH",
+        "counts": {"MISMATCH": 2, "PASS": 13},
+        "total": 15,
+        "failing": 2,
+    }
+    assert clauses["RT-003"]["cells"][HOSTILE_NAME]["category"] == "CONTRACT_VIOLATION"
+    assert clauses["RT-003"]["title"] == SPECS.clauses["RT-003"].title
+
+    ops = {row["op"]: row["cells"] for row in model["ops"]}
+    assert ops["aten.maximum.default"]["seeded-nan-dropped-by-max"]["passed"] == 1
+    assert ops["aten.maximum.default"]["seeded-nan-dropped-by-max"]["total"] == 3
+    assert ops["aten.maximum.default"]["seeded-nan-dropped-by-max"]["failing_dtypes"] == ["float16", "float32"]
+    assert ops["aten.div.Tensor_mode"]["seeded-int-div-rounds-toward-zero"]["category"] == "MISMATCH"
+    assert all(cell["passed"] == cell["total"] == 3 for cell in (row["reference"] for row in ops.values()))
+
+
+def test_different_spec_digests_are_never_mixed_silently():
+    old = make_report("seeded-nan-dropped-by-max", nan_dropped_by_max, version="older", digest="0" * 64)
+    model = scoreboard.build([make_report("reference"), old], SPECS.clauses)
+    [warning] = [w for w in model["warnings"] if w["kind"] == "spec-digest"]
+    assert "2 different specs" in warning["message"] and "000000000000" in warning["message"] and SPECS.digest[:12] in warning["message"]
+    assert model["comparable"] is False
+    assert set(model["spec_digests"]) == {SPECS.digest, "0" * 64}
+    assert "spec-digest" in scoreboard.render_markdown(model) and "2 different specs" in scoreboard.render_markdown(model)
+    dom = parse(scoreboard.render_html(model))
+    assert "2 different specs" in dom.find(id="warnings").find("li", data_warning="spec-digest").text()
+    assert dom.find("table", id="scoreboard").attrs["data-comparable"] == "false"
+
+    same = scoreboard.build([make_report("reference", version="1"), make_report("reference", version="2")])
+    assert [b["key"] for b in same["backends"]] == ["reference 1", "reference 2"]
+    assert [w["kind"] for w in same["warnings"]] == ["duplicate-backend"]
+
+
+def test_markdown_scoreboard():
+    text = scoreboard.render_markdown(scoreboard.build(reports(), SPECS.clauses))
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("|") and "seeded-nan-dropped-by-max" in line)
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    assert columns[1:] == [
+        "reference",
+        "seeded-nan-dropped-by-max",
+        "seeded-handles-share-state&lt;script&gt;document.title='PWNED'&lt;/script&gt;",
+        "seeded-int-div-rounds-toward-zero",
+    ]
+
+    def row(label: str) -> list[str]:
+        found = [line for line in lines if line.startswith(f"| {label}")]
+        assert found, f"no row {label}"
+        return [c.strip() for c in found[0].strip("|").split("|")][1:]
+
+    assert row("verdict") == ["✅ certified", "❌ not certified", "❌ not certified", "❌ not certified"]
+    num = row("NUM-001")
+    assert num[0] == "✅ PASS" and num[1].startswith("❌ MISMATCH (2/15") and num[3].startswith("❌ MISMATCH (1/15")
+    assert row("RT-003")[2].startswith("⚠️ CONTRACT_VIOLATION")
+    assert row("aten.maximum.default") == ["✅ 3/3", "❌ 1/3 (float16, float32)", "✅ 3/3", "✅ 3/3"]
+    assert row("aten.div.Tensor_mode")[3] == "❌ 2/3 (int32)"
+    assert "<script>" not in text and "<img" not in text, "HTML from a backend must not reach the Markdown as markup"
+
+
+def test_html_scoreboard_in_chromium(tmp_path):
+    model = scoreboard.build(reports(), SPECS.clauses)
+    markup = scoreboard.render_html(model)
+    assert_self_contained(markup)
+    page = tmp_path / "scoreboard.html"
+    page.write_text(markup, encoding="utf-8")
+    dom = parse(dump_dom(page))
+    assert_payload_inert(dom, markup)
+
+    table = dom.find("table", id="scoreboard")
+    heads = table.find("thead").find_all("th", data_backend=True)
+    assert [h.attrs["data-backend"] for h in heads] == [b["key"] for b in model["backends"]]
+    assert heads[2].text().startswith(HOSTILE_NAME), "the hostile name is text"
+    assert heads[2].find(class_="version").text() == "seeded<img src=x onerror=alert(1)>"
+
+    verdicts = {c.attrs["data-backend"]: c.attrs["data-certified"] for c in table.find("tr", data_row="verdict").find_all("td")}
+    assert verdicts == {"reference": "true", "seeded-nan-dropped-by-max": "false", HOSTILE_NAME: "false", "seeded-int-div-rounds-toward-zero": "false"}
+
+    def cell(**where):
+        return table.find("td", **where)
+
+    failing = {
+        "seeded-nan-dropped-by-max": cell(data_backend="seeded-nan-dropped-by-max", data_op="aten.maximum.default"),
+        HOSTILE_NAME: cell(data_backend=HOSTILE_NAME, data_clause="RT-003"),
+        "seeded-int-div-rounds-toward-zero": cell(data_backend="seeded-int-div-rounds-toward-zero", data_op="aten.div.Tensor_mode"),
+    }
+    assert failing["seeded-nan-dropped-by-max"].attrs["data-category"] == "MISMATCH"
+    assert failing["seeded-nan-dropped-by-max"].text().endswith("1/3")
+    assert (failing["seeded-nan-dropped-by-max"].attrs["data-passed"], failing["seeded-nan-dropped-by-max"].attrs["data-total"]) == ("1", "3")
+    assert failing[HOSTILE_NAME].attrs["data-category"] == "CONTRACT_VIOLATION"
+    assert failing["seeded-int-div-rounds-toward-zero"].attrs["data-category"] == "MISMATCH"
+    for name, node in failing.items():
+        assert COLOURS[Category(node.attrs["data-category"])] in node.attrs["style"], name
+    assert cell(data_backend="seeded-nan-dropped-by-max", data_clause="NUM-001").attrs["data-category"] == "MISMATCH"
+    reference_cells = table.find_all("td", data_backend="reference", data_category=True)
+    assert reference_cells and {c.attrs["data-category"] for c in reference_cells} == {"PASS"}
+    assert not dom.find_all(id="warnings")
+
+    keep_artifact(screenshot(page, tmp_path / "scoreboard.png", size="1200,1600"), "scoreboard.png")

@@ -1,0 +1,684 @@
+"""Backends with one seeded defect each: the harness must catch every one, and nothing else.
+
+Each is the reference backend with a single, realistic bug. ``DEFECTS`` says which
+clause must fail and which clause families may fail alongside (a defect in the
+debug handle map shows up both in PRE-004 and the DBG clauses, for example);
+tests/test_seeded_defects.py certifies them all in one run and checks exactly
+that. Every backend is also an attribute of this module, so
+``tests/seeded/defects.py:<name>`` certifies it from the command line.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from conformance.api import (
+    Backend,
+    BackendDetails,
+    BackendError,
+    BackendRegistry,
+    BackendUnderTest,
+    DataEntry,
+    Error,
+    NamedDataStoreOutput,
+    PreprocessResult,
+)
+from reference_backend import FORMAT_VERSION, ReferenceBackend, ReferenceRuntime, backend_under_test
+from reference_backend import blob as blob_format
+from reference_backend.kernels import KERNELS
+from reference_backend.kernels._dtypes import float16, result_type
+from reference_backend.preprocess import lower
+
+_REFERENCE = backend_under_test()
+TARGET_OP = "aten.maximum.default"
+"""The op whose programs make the crashing and hanging backends crash or hang, so
+that one check (its NUM check) pays for it and the rest of the run completes."""
+
+
+@dataclass(frozen=True)
+class Defect:
+    backend: BackendUnderTest
+    must_fail: tuple[str, ...]
+    """Clauses that must come out failing."""
+    may_fail: tuple[str, ...] = ()
+    """Other clause families allowed to fail as a consequence of the same defect."""
+    categories: tuple[str, ...] = ()
+    """If given, the category the must-fail results must have (CRASH, TIMEOUT)."""
+
+
+DEFECTS: dict[str, Defect] = {}
+
+
+def _make(name, *, details=ReferenceBackend, runtime=None, registry=None, manifest=None):
+    return BackendUnderTest(
+        name=f"seeded-{name.replace('_', '-')}",
+        details=details,
+        runtime=runtime if runtime is not None else ReferenceRuntime(),
+        version="seeded",
+        manifest=manifest or _REFERENCE.manifest,
+        registry=registry,
+        description=f"the reference with one seeded defect: {name}",
+    )
+
+
+def defect(name, must_fail, may_fail=(), categories=(), **parts):
+    backend = _make(name, **parts)
+    DEFECTS[name] = Defect(backend, tuple(must_fail), tuple(may_fail), tuple(categories))
+    globals()[name] = backend
+    return backend
+
+
+def _with(op, fn):
+    table = dict(KERNELS)
+    table[op] = fn
+    return ReferenceRuntime(kernels=table)
+
+
+# -- NUM: wrong numbers -----------------------------------------------------------------------
+
+_add = KERNELS["aten.add.Tensor"]
+
+
+def _add_broadcast_off_by_one(self, other, *, alpha=1):
+    out = _add(self, other, alpha=alpha)
+    if np.shape(self) != np.shape(other) and out.ndim and out.shape[-1] > 1:
+        return np.roll(out, 1, axis=-1)  # indexes the broadcast operand one element late
+    return out
+
+
+defect("broadcast_off_by_one", ["NUM-001"], runtime=_with("aten.add.Tensor", _add_broadcast_off_by_one))
+
+
+def _add_int8_saturating(self, other, *, alpha=1):
+    out = _add(self, other, alpha=alpha)
+    if out.dtype == np.int8:
+        wide = np.asarray(self, np.int64) + alpha * np.asarray(other, np.int64)
+        return np.clip(wide, -128, 127).astype(np.int8)  # saturates where PyTorch wraps
+    return out
+
+
+defect("int8_add_saturates", ["NUM-001"], runtime=_with("aten.add.Tensor", _add_int8_saturating))
+
+
+def _add_refuses_empty(self, other, *, alpha=1):
+    if np.size(self) == 0 or np.size(other) == 0:
+        raise ValueError("empty tensors are not supported")
+    return _add(self, other, alpha=alpha)
+
+
+defect("empty_tensor_fails", ["NUM-001"], runtime=_with("aten.add.Tensor", _add_refuses_empty))
+
+defect(
+    "nan_dropped_by_max",
+    ["NUM-001"],
+    runtime=_with(TARGET_OP, lambda self, other: np.fmax(self, other).astype(result_type(self, other))),
+)
+
+_div_mode = KERNELS["aten.div.Tensor_mode"]
+
+
+def _div_floor_truncates(self, other, *, rounding_mode=None):
+    if rounding_mode == "floor" and np.asarray(self).dtype.kind in "iu":
+        rounding_mode = "trunc"  # integer floor division rounding toward zero
+    return _div_mode(self, other, rounding_mode=rounding_mode)
+
+
+defect("int_div_rounds_toward_zero", ["NUM-001"], runtime=_with("aten.div.Tensor_mode", _div_floor_truncates))
+
+_remainder = KERNELS["aten.remainder.Tensor"]
+
+
+def _remainder_c_sign(self, other):
+    out = _remainder(self, other)
+    return np.fmod(np.asarray(self, out.dtype), np.asarray(other, out.dtype)).astype(out.dtype)  # sign of the dividend
+
+
+defect("remainder_takes_dividend_sign", ["NUM-001"], runtime=_with("aten.remainder.Tensor", _remainder_c_sign))
+
+_round = KERNELS["aten.round.default"]
+
+
+def _round_half_up(self):
+    if self.dtype.kind == "f" or self.dtype.name == "bfloat16":
+        return np.floor(self.astype(np.float64) + 0.5).astype(self.dtype)  # half up, not half to even
+    return _round(self)
+
+
+defect("round_half_up", ["NUM-001"], runtime=_with("aten.round.default", _round_half_up))
+
+_sum = KERNELS["aten.sum.dim_IntList"]
+
+
+def _sum_half_accumulator(self, dim, keepdim=False, *, dtype=None):
+    if self.dtype == float16 and dtype is None:
+        axes = tuple(range(self.ndim)) if not dim else tuple(d % max(self.ndim, 1) for d in dim)
+        return np.asarray(np.sum(self, axis=axes, keepdims=keepdim, dtype=np.float16))  # no float32 accumulation
+    return _sum(self, dim, keepdim, dtype=dtype)
+
+
+defect("float16_sum_accumulates_in_float16", ["NUM-001"], runtime=_with("aten.sum.dim_IntList", _sum_half_accumulator))
+
+
+def _softmax_unstable(self, dim, half_to_float):
+    e = np.exp(self.astype(np.float32))  # no max subtraction: overflows for large logits
+    return (e / e.sum(axis=dim, keepdims=True)).astype(self.dtype)
+
+
+defect("softmax_without_max_subtraction", ["NUM-001"], runtime=_with("aten._softmax.default", _softmax_unstable))
+
+_gelu = KERNELS["aten.gelu.default"]
+defect(
+    "gelu_always_tanh",
+    ["NUM-001"],
+    runtime=_with("aten.gelu.default", lambda self, *, approximate="none": _gelu(self, approximate="tanh")),
+)
+
+
+def _layer_norm_unbiased(input, normalized_shape, weight, bias, eps):  # noqa: A002 - ATen's names
+    axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
+    x = input.astype(np.float32)
+    mean = x.mean(axis=axes, keepdims=True)
+    var = x.var(axis=axes, keepdims=True, ddof=1)  # unbiased: layer_norm uses the biased variance
+    rstd = 1 / np.sqrt(var + eps)
+    out = (x - mean) * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out.astype(input.dtype), mean.astype(input.dtype), rstd.astype(input.dtype)
+
+
+defect("layer_norm_unbiased_variance", ["NUM-001"], runtime=_with("aten.native_layer_norm.default", _layer_norm_unbiased))
+
+_conv = KERNELS["aten.convolution.default"]
+
+
+def _conv_pads_one_side(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):  # noqa: A002
+    if transposed or not any(padding):
+        return _conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    widths = [(0, 0), (0, 0)] + [(2 * p, 0) for p in padding]  # all padding before, none after
+    return _conv(np.pad(input, widths), weight, bias, stride, [0] * len(padding), dilation, transposed, output_padding, groups)
+
+
+defect("conv_pads_one_side", ["NUM-001"], runtime=_with("aten.convolution.default", _conv_pads_one_side))
+
+_to_copy = KERNELS["aten._to_copy.default"]
+
+
+def _cast_rounds(self, *, dtype=None):
+    if dtype is not None and np.dtype(dtype).kind in "iu" and (self.dtype.kind == "f" or self.dtype.name == "bfloat16"):
+        return np.round(self.astype(np.float64)).astype(dtype)  # rounds where C++ truncates
+    return _to_copy(self, dtype=dtype)
+
+
+defect("float_to_int_cast_rounds", ["NUM-001"], runtime=_with("aten._to_copy.default", _cast_rounds))
+
+# -- PRE: the ahead-of-time half ----------------------------------------------------------------
+
+
+class NondeterministicBlob(BackendDetails):
+    @staticmethod
+    def preprocess(edge_program, compile_specs):
+        result = lower(edge_program, compile_specs)
+        # Name the weights with a fresh random suffix on every call (keys end up in the blob).
+        salt = os.urandom(4).hex()
+        program = blob_format.read(result.processed_bytes)
+        renamed = {key: f"{key}#{salt}" for _, key in program.constants}
+        program = blob_format.Program(
+            program.symbols, program.values, program.inputs, program.outputs,
+            tuple((vid, renamed[key]) for vid, key in program.constants), program.instructions,
+        )
+        store = NamedDataStoreOutput({renamed[k]: v for k, v in result.data_store_output.entries.items()})
+        return PreprocessResult(blob_format.write(program), result.debug_handle_map, store)
+
+
+defect("nondeterministic_blob", ["PRE-002"], details=NondeterministicBlob)
+
+
+class MutatesProgram(BackendDetails):
+    @staticmethod
+    def preprocess(edge_program, compile_specs):
+        for node in edge_program.graph.nodes:  # "normalizes" the handles in place
+            if "debug_handle" in node.meta:
+                node.meta["debug_handle"] += 1000
+        return lower(edge_program, compile_specs)
+
+
+defect("program_mutated_in_preprocess", ["PRE-003"], details=MutatesProgram)
+
+
+class DanglingDebugHandles(BackendDetails):
+    @staticmethod
+    def preprocess(edge_program, compile_specs):
+        result = lower(edge_program, compile_specs)
+        result.debug_handle_map = {k: tuple(h + 1000 for h in v) for k, v in result.debug_handle_map.items()}
+        return result
+
+
+defect("debug_handle_map_points_at_nothing", ["PRE-004"], may_fail=["DBG"], details=DanglingDebugHandles)
+
+_GARBAGE = dict(KERNELS)
+_GARBAGE["aten.digamma.default"] = lambda self: np.zeros_like(self)  # "supports" it, computes nothing
+
+
+class AcceptsUnsupported(BackendDetails):
+    @staticmethod
+    def preprocess(edge_program, compile_specs):
+        return lower(edge_program, compile_specs, kernels=_GARBAGE)
+
+
+defect(
+    "unsupported_op_accepted_then_wrong",
+    ["PRE-006"],
+    details=AcceptsUnsupported,
+    runtime=ReferenceRuntime(kernels=_GARBAGE),
+)
+
+
+class RefusesWithKeyError(BackendDetails):
+    @staticmethod
+    def preprocess(edge_program, compile_specs):
+        try:
+            return lower(edge_program, compile_specs)
+        except BackendError as exc:
+            raise KeyError(exc.message) from None
+
+
+defect("unsupported_op_refused_with_keyerror", ["PRE-006"], details=RefusesWithKeyError)
+
+
+class NamedDataViews(BackendDetails):
+    @staticmethod
+    def preprocess(edge_program, compile_specs):
+        result = lower(edge_program, compile_specs)
+        entries = {k: DataEntry(memoryview(v.data), v.alignment) for k, v in result.data_store_output.entries.items()}
+        result.data_store_output = NamedDataStoreOutput(entries)
+        return result
+
+
+defect("named_data_not_bytes", ["PRE-005"], details=NamedDataViews)
+
+
+class MultimethodReversed(ReferenceBackend):
+    @classmethod
+    def preprocess_multimethod(cls, edge_programs, compile_specs):
+        out = super().preprocess_multimethod(edge_programs, compile_specs)
+        return {method: list(reversed(results)) for method, results in out.items()}
+
+
+defect("multimethod_results_reversed", ["PRE-007"], details=MultimethodReversed)
+
+# -- RT: the runtime lifecycle ------------------------------------------------------------------
+
+
+class Unavailable(ReferenceRuntime):
+    def is_available(self):
+        return False
+
+
+defect("reports_unavailable", ["RT-001"], runtime=Unavailable())
+
+
+class SharedConstants(ReferenceRuntime):
+    """Keeps weights in one table per runtime, keyed by value id: the last init wins for every handle."""
+
+    def __init__(self):
+        super().__init__()
+        self._shared: dict[int, np.ndarray] = {}
+
+    def _load_constants(self, program, context):
+        self._shared.update(super()._load_constants(program, context))
+        return self._shared
+
+
+defect("handles_share_state", ["RT-003"], runtime=SharedConstants())
+
+_RETAINED: list = []
+
+
+class LeakyDestroy(ReferenceRuntime):
+    def destroy(self, handle):
+        _RETAINED.append(handle.plan)  # "keeps it for reuse" and never lets go
+        super().destroy(handle)
+
+
+defect("destroy_leaks", ["RT-016"], runtime=LeakyDestroy())
+
+
+class DestroyIsNoop(ReferenceRuntime):
+    def destroy(self, handle):
+        return None
+
+
+defect("destroy_does_nothing", ["RT-006"], may_fail=["RT"], runtime=DestroyIsNoop())
+
+
+class TrustsHandles(ReferenceRuntime):
+    def _plan_of(self, handle):
+        return handle.plan  # no check that it is one of ours
+
+
+defect("foreign_handle_crashes", ["RT-007"], may_fail=["RT"], runtime=TrustsHandles())
+
+
+class NoArityCheck(ReferenceRuntime):
+    def _bind_inputs(self, plan, args):
+        program = plan.program
+        n = len(program.inputs) + len(program.outputs)
+        return super()._bind_inputs(plan, (list(args) + [args[-1]] * n)[:n] if args else args)
+
+
+defect("no_arity_check", ["RT-008"], runtime=NoArityCheck())
+
+
+class CastsInputs(ReferenceRuntime):
+    def _check_tensor(self, plan, value_id, array, what, symbols):
+        array = array.astype(plan.dtypes[value_id])  # silently converts instead of refusing
+        return super()._check_tensor(plan, value_id, array, what, symbols)
+
+    def _bind_inputs(self, plan, args):
+        from conformance.api import EValue
+
+        fixed = list(args)
+        for pos, vid in enumerate(plan.program.inputs[: len(fixed)]):
+            if isinstance(fixed[pos], EValue) and isinstance(fixed[pos].value, np.ndarray):
+                fixed[pos] = EValue(fixed[pos].value.astype(plan.dtypes[vid]))
+        return super()._bind_inputs(plan, fixed)
+
+
+defect("no_dtype_check", ["RT-009"], runtime=CastsInputs())
+
+
+class ResizesInputs(ReferenceRuntime):
+    def _bind_inputs(self, plan, args):
+        from conformance.api import EValue
+        from reference_backend.blob import DimKind
+
+        fixed = list(args)
+        for pos, vid in enumerate(plan.program.inputs[: len(fixed)]):
+            dims = plan.program.values[vid].dims
+            value = fixed[pos].value if isinstance(fixed[pos], EValue) else None
+            if isinstance(value, np.ndarray) and all(d.kind is DimKind.STATIC for d in dims):
+                fixed[pos] = EValue(np.resize(value, tuple(d.value for d in dims)))  # reads whatever is there
+        return super()._bind_inputs(plan, fixed)
+
+
+defect("no_shape_check", ["RT-010"], runtime=ResizesInputs())
+
+
+class KeyErrorOnBadBlob(ReferenceRuntime):
+    def init(self, context, processed, compile_specs):
+        try:
+            return super().init(context, processed, compile_specs)
+        except BackendError as exc:
+            if exc.error in (Error.InvalidProgram, Error.DelegateInvalidCompatibility):
+                raise KeyError(f"bad blob: {exc.message}") from None
+            raise
+
+
+defect("init_raises_keyerror_on_bad_blob", ["RT-011", "RT-012"], may_fail=["RT"], runtime=KeyErrorOnBadBlob())
+
+
+class TrustsTheHeader(ReferenceRuntime):
+    """Decodes a blob once per header and reuses it: a truncated copy with the same header loads."""
+
+    def __init__(self):
+        super().__init__()
+        self._decoded: dict[bytes, bytes] = {}
+
+    def init(self, context, processed, compile_specs):
+        data = bytes(processed.data)
+        header = data[: blob_format.HEADER_SIZE]
+        if len(data) >= blob_format.HEADER_SIZE and header in self._decoded:
+            from conformance.api import FreeableBuffer
+
+            processed = FreeableBuffer(self._decoded[header])
+        handle = super().init(context, processed, compile_specs)
+        self._decoded.setdefault(header, data)
+        return handle
+
+
+defect("truncated_blob_accepted", ["RT-012"], runtime=TrustsTheHeader())
+
+
+class IgnoresVersion(ReferenceRuntime):
+    def init(self, context, processed, compile_specs):
+        from conformance.api import FreeableBuffer
+
+        data = bytearray(processed.data)
+        if len(data) >= blob_format.HEADER_SIZE:
+            data[blob_format.VERSION_OFFSET : blob_format.VERSION_OFFSET + 2] = FORMAT_VERSION.to_bytes(2, "little")
+        return super().init(context, FreeableBuffer(bytes(data)), compile_specs)
+
+
+defect("blob_version_not_checked", ["RT-013"], runtime=IgnoresVersion())
+
+
+class AllocatorErrorIsInternal(ReferenceRuntime):
+    def _load_constants(self, program, context):
+        allocator = context.runtime_allocator
+        if allocator is not None and program.constants and allocator.capacity == 0:
+            raise RuntimeError("could not allocate weights")  # surfaces as Error.Internal
+        return super()._load_constants(program, context)
+
+    def execute(self, context, handle, args):
+        temp = context.temp_allocator
+        if temp is not None and temp.capacity == 0:
+            raise BackendError(Error.Internal, "scratch allocation failed")
+        return super().execute(context, handle, args)
+
+
+defect("allocator_exhaustion_misreported", ["RT-014"], runtime=AllocatorErrorIsInternal())
+
+
+class RacyScratch(ReferenceRuntime):
+    """Stages inputs in one scratch slot per runtime: concurrent executes read each other's inputs."""
+
+    def execute(self, context, handle, args):
+        self._scratch = [a for a in args]
+        time.sleep(0.002)  # lets another thread's execute overwrite the slot
+        return super().execute(context, handle, self._scratch)
+
+
+defect("concurrent_executes_race", ["RT-015"], runtime=RacyScratch())
+
+
+class ClobbersInputs(ReferenceRuntime):
+    def execute(self, context, handle, args):
+        status = super().execute(context, handle, args)
+        plan = self._plan_of(handle)
+        for arg in args[: len(plan.program.inputs)]:
+            if isinstance(arg.value, np.ndarray) and arg.value.flags.writeable:
+                arg.value[...] = 0  # reuses the input buffers as scratch afterwards
+        return status
+
+
+defect("execute_overwrites_inputs", ["RT-017"], runtime=ClobbersInputs())
+
+
+class LazyDecode(ReferenceRuntime):
+    """Keeps a view of the processed buffer and decodes it at the first execute."""
+
+    def init(self, context, processed, compile_specs):
+        handle = super().init(context, processed, compile_specs)
+        handle.plan.lazy_view = processed.data
+        return handle
+
+    def execute(self, context, handle, args):
+        plan = self._plan_of(handle)
+        view = getattr(plan, "lazy_view", None)
+        if view is not None:
+            blob_format.read(view)  # after free() these are poison bytes
+        return super().execute(context, handle, args)
+
+
+defect("keeps_view_of_processed_buffer", ["RT-005"], runtime=LazyDecode())
+
+
+class FirstResultForever(ReferenceRuntime):
+    """Remembers each handle's first outputs and returns them ever after, whatever the inputs."""
+
+    def __init__(self):
+        super().__init__()
+        self._first = weakref.WeakKeyDictionary()
+
+    def execute(self, context, handle, args):
+        plan = self._plan_of(handle)
+        n_in = len(plan.program.inputs)
+        if handle in self._first:
+            for arg, value in zip(args[n_in:], self._first[handle]):
+                np.copyto(arg.value, value)
+            return Error.Ok
+        status = super().execute(context, handle, args)
+        self._first[handle] = [np.array(a.value) for a in args[n_in:]]
+        return status
+
+
+defect("handle_keeps_first_result", ["RT-004"], runtime=FirstResultForever())
+
+# -- REG: the registry ------------------------------------------------------------------------
+
+
+class DuplicateReplaces(BackendRegistry):
+    def register_backend(self, backend):
+        for i, entry in enumerate(self._table):
+            if entry.name == backend.name:
+                self._table[i] = backend
+                return Error.Ok
+        return super().register_backend(backend)
+
+
+class EmptyNameAccepted(BackendRegistry):
+    def register_backend(self, backend):
+        if isinstance(backend, Backend) and backend.name == "":
+            self._table.append(backend)
+            return Error.Ok
+        return super().register_backend(backend)
+
+
+class PrefixLookup(BackendRegistry):
+    def get_backend_class(self, name):
+        for entry in self._table:
+            if name.startswith(entry.name):
+                return entry.backend
+        return None
+
+
+class ReversedEnumeration(BackendRegistry):
+    def get_backend_name(self, index):
+        return super().get_backend_name(self.num_registered_backends() - 1 - index) if 0 <= index < self.num_registered_backends() else None
+
+
+defect("seventeenth_registration_accepted", ["REG-001"], registry=lambda: BackendRegistry(max_backends=17))
+defect("duplicate_registration_replaces", ["REG-002"], registry=DuplicateReplaces)
+defect("empty_name_registers", ["REG-003"], registry=EmptyNameAccepted)
+defect("lookup_matches_prefixes", ["REG-004"], registry=PrefixLookup)
+defect("enumeration_reversed", ["REG-005"], registry=ReversedEnumeration)
+
+# -- DBG: debug handles and events ------------------------------------------------------------
+
+
+class DropsDebugHandle(ReferenceRuntime):
+    def execute(self, context, handle, args):
+        try:
+            return super().execute(context, handle, args)
+        except BackendError as exc:
+            raise BackendError(exc.error, exc.message) from None  # loses the failing instruction
+
+
+defect("failure_without_debug_handle", ["DBG-001"], runtime=DropsDebugHandle())
+
+
+class _OffsetTracer:
+    def __init__(self, inner):
+        self.inner = inner
+
+    def log_profiling_delegate(self, name, delegate_debug_id, start_ns, end_ns, metadata=b""):
+        self.inner.log_profiling_delegate(name, delegate_debug_id + 100, start_ns, end_ns, metadata)
+
+
+class EventIdsOffset(ReferenceRuntime):
+    def execute(self, context, handle, args):
+        if context.event_tracer is not None:
+            import copy
+
+            context = copy.copy(context)
+            context.event_tracer = _OffsetTracer(context.event_tracer)
+        return super().execute(context, handle, args)
+
+
+defect("events_name_unknown_ids", ["DBG-003"], runtime=EventIdsOffset())
+
+
+class PartialMap(BackendDetails):
+    @staticmethod
+    def preprocess(edge_program, compile_specs):
+        result = lower(edge_program, compile_specs)
+        result.debug_handle_map = {k: v for k, v in result.debug_handle_map.items() if k != 0}
+        return result
+
+
+defect("debug_handle_map_incomplete", ["DBG-002"], may_fail=["DBG"], details=PartialMap)
+
+# -- CRASH and TIMEOUT: the run must survive these --------------------------------------------
+
+
+def _program_ops(handle_or_program) -> set[str]:
+    plan = getattr(handle_or_program, "plan", None)
+    if plan is not None:
+        return {step.op for step in plan.steps}
+    return set()
+
+
+class SegfaultsOnMaximum(ReferenceRuntime):
+    def execute(self, context, handle, args):
+        if TARGET_OP in _program_ops(handle):
+            ctypes.string_at(0)  # a null-pointer read: the process dies with SIGSEGV
+        return super().execute(context, handle, args)
+
+
+defect("execute_crashes_the_process", ["NUM-001"], categories=["CRASH"], runtime=SegfaultsOnMaximum())
+
+
+class InitNeverReturns(ReferenceRuntime):
+    def init(self, context, processed, compile_specs):
+        handle = super().init(context, processed, compile_specs)
+        if TARGET_OP in _program_ops(handle):
+            threading.Event().wait()  # waits forever, interruptibly
+        return handle
+
+
+defect("init_never_returns", ["NUM-001"], categories=["TIMEOUT"], runtime=InitNeverReturns())
+
+
+class ExecuteSpinsHoldingTheGil(ReferenceRuntime):
+    def execute(self, context, handle, args):
+        if TARGET_OP in _program_ops(handle):
+            # Catastrophic backtracking: native code that never releases the GIL,
+            # so no signal handler and no watchdog thread in this process can run.
+            re.match(r"(a+)+$", "a" * 64 + "b")
+        return super().execute(context, handle, args)
+
+
+defect("execute_hangs_in_native_code", ["NUM-001"], categories=["TIMEOUT"], runtime=ExecuteSpinsHoldingTheGil())
+
+
+class PreprocessLoops(BackendDetails):
+    @staticmethod
+    def preprocess(edge_program, compile_specs):
+        from conformance.api.ops import op_name
+
+        if any(n.op == "call_function" and op_name(n.target) == TARGET_OP for n in edge_program.graph.nodes):
+            while True:
+                time.sleep(0.05)
+        return lower(edge_program, compile_specs)
+
+
+defect("preprocess_never_returns", ["NUM-001"], categories=["TIMEOUT"], details=PreprocessLoops)

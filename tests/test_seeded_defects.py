@@ -1,0 +1,116 @@
+"""The harness proves itself: every seeded defect is caught, in its own clause, and nothing else.
+
+One certification session runs the reference and every backend of
+tests/seeded/defects.py under the ``seeded`` profile, in pytest-xdist workers
+with a short timeout, as a user's run would. Then, per backend:
+
+- the clauses the defect must break come out failing (with the expected
+  category for the crashing and hanging ones);
+- no other clause fails, except in the families the defect is allowed to touch;
+- nothing is inconclusive (a harness error would hide a defect);
+- every check produced a result, so a crash or a hang cost one result, not the run;
+- the reference passes everything and is certified.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conformance import specs
+from conformance.discovery import _import_path
+from conformance.report import build_report
+from conformance.results import INCONCLUSIVE, Category
+
+ROOT = Path(__file__).resolve().parent.parent
+SEEDED = "tests/seeded/defects.py"
+DEFECTS = _import_path(f"{SEEDED}:DEFECTS")
+CHECK_TIMEOUT = 20
+HARD_TIMEOUT = 45
+
+
+@pytest.fixture(scope="session")
+def certified(tmp_path_factory) -> dict[str, dict]:
+    """backend name -> report of one seeded-profile session over all seeded backends."""
+    out = tmp_path_factory.mktemp("seeded")
+    names = ["reference"] + [f"{SEEDED}:{name}" for name in DEFECTS]
+    command = [sys.executable, "-m", "pytest", "--pyargs", "conformance.checks"]
+    for name in names:
+        command += ["--backend", name]
+    command += [
+        "--profile", "seeded",
+        "--conformance-out", str(out),
+        "-n", "2",
+        "--timeout", str(CHECK_TIMEOUT),
+        "--conformance-hard-timeout", str(HARD_TIMEOUT),
+        "-k", "not test_PERF",
+        "--benchmark-disable",
+        "-p", "no:cacheprovider",
+        "-o", "addopts=",
+        "-q",
+    ]
+    env = {**os.environ, "HYPOTHESIS_PROFILE": "ci"}
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    (out / "session.log").write_text(done.stdout + done.stderr)
+    assert done.returncode in (0, 1), f"the certification session broke (exit {done.returncode}):\n{done.stdout[-4000:]}{done.stderr[-4000:]}"
+    spec = specs.load()
+    reports = {}
+    for path in out.glob("*/results/*.json"):
+        document = json.loads(path.read_text())
+        reports[document["backend"]["name"]] = build_report([document], spec)
+    return reports
+
+
+def _failing(report) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in report["results"]:
+        if Category(r["category"]).is_failure:
+            out.setdefault(r["clause"], []).append(r)
+    return out
+
+
+def test_reference_passes_everything(certified):
+    report = certified["reference"]
+    bad = [(r["id"], r["category"], r.get("message", "")) for r in report["results"] if r["category"] != Category.PASS.value]
+    assert not bad, bad
+    assert report["verdict"]["certified"], report["verdict"]
+
+
+def test_there_are_at_least_thirty_defects_over_every_family():
+    families = {d.must_fail[0].split("-")[0] for d in DEFECTS.values()}
+    assert len(DEFECTS) >= 30
+    assert {"PRE", "RT", "REG", "DBG", "NUM"} <= families
+
+
+@pytest.mark.parametrize("name", sorted(DEFECTS))
+def test_defect_is_caught_in_its_clause_and_nowhere_else(certified, name):
+    defect = DEFECTS[name]
+    backend = defect.backend.name
+    assert backend in certified, f"no results for {backend}"
+    report = certified[backend]
+    failing = _failing(report)
+    missed = [c for c in defect.must_fail if c not in failing]
+    assert not missed, f"{name}: the harness did not flag {missed}; failures: {sorted(failing)}"
+    allowed = set(defect.must_fail) | set(defect.may_fail)
+    stray = [c for c in failing if c not in allowed and c.split("-")[0] not in allowed]
+    assert not stray, f"{name}: unexpected failures {[(r['id'], r['message'][:200]) for c in stray for r in failing[c]]}"
+    if defect.categories:
+        got = {r["category"] for c in defect.must_fail for r in failing[c]}
+        assert got <= set(defect.categories), f"{name}: flagged as {got}, expected {defect.categories}"
+    inconclusive = [(r["id"], r.get("message", "")) for r in report["results"] if Category(r["category"]) in INCONCLUSIVE]
+    assert not inconclusive, f"{name}: harness-side results hide what the backend did: {inconclusive}"
+    assert not report["verdict"]["certified"]
+
+
+@pytest.mark.parametrize("name", sorted(n for n, d in DEFECTS.items() if d.categories))
+def test_a_crash_or_hang_costs_one_result_not_the_run(certified, name):
+    report = certified[DEFECTS[name].backend.name]
+    reference_ids = {r["id"] for r in certified["reference"]["results"]}
+    assert {r["id"] for r in report["results"]} == reference_ids, "some checks produced no result"
+    lost = [r for r in report["results"] if r["category"] in (Category.CRASH.value, Category.TIMEOUT.value)]
+    assert len(lost) == 1, [(r["id"], r["category"]) for r in lost]
