@@ -25,12 +25,27 @@ def _install(session: nox.Session, *extra: str) -> None:
     session.install("-e", ".", *extra)
 
 
+def _ensure_chromium(session: nox.Session) -> None:
+    """The HTML report tests load pages in a real headless Chromium (Debian's package)."""
+    import os
+    import shutil
+
+    if shutil.which("chromium"):
+        return
+    if os.geteuid() != 0:
+        session.error("the tests need Debian's chromium: sudo apt-get install -y chromium")
+    session.run("apt-get", "update", "-qq", external=True)
+    session.run("apt-get", "install", "-y", "-qq", "chromium", external=True, env={"DEBIAN_FRONTEND": "noninteractive"})
+
+
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """The project's tests: contract, reference vs eager, harness self-proof, reports."""
     _install(session)
     session.install("setuptools>=68", "wheel")  # the entry-point test builds a throwaway package
-    args = session.posargs or ["-n", "auto"]
+    _ensure_chromium(session)
+    # loadgroup keeps the tests that share the seeded-backend session in one worker.
+    args = session.posargs or ["-n", "auto", "--dist", "loadgroup"]
     session.run("python", "-m", "pytest", "tests", *args, env={"HYPOTHESIS_PROFILE": "ci"})
 
 

@@ -49,11 +49,32 @@ def _pytest(args: list[str], env: dict[str, str], *, quiet: bool = False) -> int
     return done.returncode
 
 
+def _split_selection(extra: list[str]) -> tuple[list[str], str | None]:
+    """Take the user's -k expression out of ``extra`` so each phase can AND it with its own."""
+    rest, expr, i = [], None, 0
+    while i < len(extra):
+        if extra[i] == "-k" and i + 1 < len(extra):
+            expr = extra[i + 1] if expr is None else f"({expr}) and ({extra[i + 1]})"
+            i += 2
+        elif extra[i].startswith("-k") and len(extra[i]) > 2:
+            expr = extra[i][2:] if expr is None else f"({expr}) and ({extra[i][2:]})"
+            i += 1
+        else:
+            rest.append(extra[i])
+            i += 1
+    return rest, expr
+
+
+def _and(base: str, user: str | None) -> str:
+    return base if user is None else f"({base}) and ({user})"
+
+
 def certify(ns: argparse.Namespace, extra: list[str]) -> int:
     from conformance import specs as spec_module
     from conformance.plugin import safe_name
 
     backend = _backend_or_exit(ns.backend)
+    extra, selection = _split_selection(extra)
     specs = spec_module.load()
     try:
         profile = specs.profile(ns.profile)
@@ -93,7 +114,8 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
     status = _pytest(
         common
         + workers
-        + ["--conformance-tag", f"checks{shard}", "--timeout", str(ns.timeout), "-k", "not test_PERF", "--benchmark-disable"]
+        + ["--conformance-tag", f"checks{shard}", "--timeout", str(ns.timeout), "-k", _and("not test_PERF", selection)]
+        + ["--benchmark-disable"]
         + extra,
         env,
     )
@@ -103,7 +125,7 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
         print("conformance: timing preprocess, init and execute (pytest-benchmark, no workers) ...", flush=True)
         _pytest(
             common
-            + ["-p", "no:xdist", "--conformance-tag", f"perf{shard}", "--timeout", str(ns.timeout), "-k", "test_PERF"]
+            + ["-p", "no:xdist", "--conformance-tag", f"perf{shard}", "--timeout", str(ns.timeout), "-k", _and("test_PERF", selection)]
             + ["--benchmark-min-rounds", "15", "--benchmark-max-time", "0.5", "--benchmark-disable-gc", "-q"]
             + extra,
             env,

@@ -1,4 +1,4 @@
-"""Signatures of elementwise ops: unary, binary (broadcasting, mixed dtypes), where, clamp."""
+"""Signatures of elementwise ops: unary (and unary_attrs), binary (broadcasting, mixed dtypes), where, clamp, to_copy."""
 
 from __future__ import annotations
 

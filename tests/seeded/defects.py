@@ -11,6 +11,7 @@ that. Every backend is also an attribute of this module, so
 from __future__ import annotations
 
 import ctypes
+import os
 import re
 import threading
 import time
@@ -682,3 +683,18 @@ class PreprocessLoops(BackendDetails):
 
 
 defect("preprocess_never_returns", ["NUM-001"], categories=["TIMEOUT"], details=PreprocessLoops)
+
+
+# -- Not a defect of the contract: a performance regression for the diff gate --------------------
+
+
+class SleepsInExecute(ReferenceRuntime):
+    """Sleeps CONFORMANCE_TEST_SLEEP_MS milliseconds in every execute (default 0)."""
+
+    def execute(self, context, handle, args):
+        time.sleep(float(os.environ.get("CONFORMANCE_TEST_SLEEP_MS", "0")) / 1000)
+        return super().execute(context, handle, args)
+
+
+sleepy = _make("sleepy", runtime=SleepsInExecute())
+

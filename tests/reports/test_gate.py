@@ -1,0 +1,200 @@
+"""The regression gate, integrity verification, the schema, and sharded runs merged."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conformance import specs
+from conformance.report import build_report
+from conformance.report.diff import Waiver, WaiverError, diff, load_waivers
+from conformance.report.model import RESULTS_SCHEMA, validate
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli(*args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "conformance", *args], cwd=ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True
+    )
+
+
+def _document(results, *, backend="demo", version="1"):
+    spec = specs.load()
+    return {
+        "schema": RESULTS_SCHEMA,
+        "harness": {"name": "torch-backend-conformance", "version": "0.1.0"},
+        "spec": {"digest": spec.digest, "profile": "smoke"},
+        "backend": {"name": backend, "version": version},
+        "environment": {"python": "3.11", "torch": "2.13.0", "numpy": "2", "ml_dtypes": "0.6", "cpu": "cpu", "cpu_count": 2, "os": "Linux"},
+        "run": {"tag": "checks", "hypothesis_profile": "ci", "started": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T00:01:00+00:00", "command": "x"},
+        "results": results,
+    }
+
+
+def _result(rid, category="PASS", clause="RT-002", **extra):
+    return {"id": rid, "clause": clause, "category": category, "message": "", "test": rid, **extra}
+
+
+def _report(results, **kw):
+    return build_report([_document(results, **kw)], specs.load())
+
+
+BASE = [
+    _result("test_RT_002[mlp]"),
+    _result("test_NUM_001[aten.add.Tensor|float32]", clause="NUM-001", op="aten.add.Tensor", dtype="float32"),
+    _result("test_NUM_001[aten.mul.Tensor|float32]", "MISMATCH", clause="NUM-001", op="aten.mul.Tensor", dtype="float32"),
+    _result("test_PERF_003[mlp|backend|execute]", clause="PERF-003", runner="backend", program="mlp", stage="execute", timings={"median_ms": 1.0}),
+]
+
+
+def test_report_matches_its_schema_and_the_schema_catches_damage():
+    report = _report(BASE)
+    assert validate(report) == []
+    broken = copy.deepcopy(report)
+    del broken["verdict"]
+    broken["results"][0]["category"] = "FINE"
+    problems = validate(broken)
+    assert any("verdict" in p for p in problems) and any("FINE" in p for p in problems)
+
+
+def test_diff_of_a_run_against_itself_is_clean():
+    report = _report(BASE)
+    d = diff(report, report)
+    assert not d.failed and d.known_failures and not d.new_failures and not d.regressions
+
+
+def test_new_failures_fixed_results_and_known_failures_are_told_apart():
+    old = _report(BASE)
+    new_results = copy.deepcopy(BASE)
+    new_results[0]["category"] = "CONTRACT_VIOLATION"  # new
+    new_results[2]["category"] = "PASS"  # fixed
+    d = diff(old, _report(new_results))
+    assert [r["id"] for r in d.new_failures] == ["test_RT_002[mlp]"]
+    assert [r["id"] for r in d.fixed] == ["test_NUM_001[aten.mul.Tensor|float32]"]
+    assert d.failed
+
+
+def test_performance_regression_past_the_threshold():
+    old = _report(BASE)
+    slower = copy.deepcopy(BASE)
+    slower[3]["timings"] = {"median_ms": 1.3}
+    assert [e["id"] for e in diff(old, _report(slower)).regressions] == ["test_PERF_003[mlp|backend|execute]"]
+    assert not diff(old, _report(slower), threshold=1.5).regressions
+    slower[3]["timings"] = {"median_ms": 1.2}
+    assert not diff(old, _report(slower)).failed  # 1.2x is under the default 1.25x
+
+
+def test_waivers_cover_new_failures_until_they_expire_and_unmatched_ones_are_reported():
+    old = _report(BASE)
+    new_results = copy.deepcopy(BASE)
+    new_results[0]["category"] = "MISMATCH"
+    new = _report(new_results)
+    today = dt.date(2026, 6, 1)
+    live = Waiver("test_RT_002*", "vendor bug", "https://tracker/1", dt.date(2026, 7, 1))
+    stale = Waiver("test_RT_002[mlp]", "old", "https://tracker/2", dt.date(2026, 1, 1))
+    unused = Waiver("test_REG_001", "nothing fails there", "https://tracker/3", dt.date(2026, 7, 1))
+    d = diff(old, new, waivers=[live, stale, unused], today=today)
+    assert not d.failed and [w.id for _, w in d.waived] == ["test_RT_002*"]
+    assert d.expired_waivers == [stale] and d.unmatched_waivers == [unused]
+    d = diff(old, new, waivers=[stale], today=today)
+    assert d.failed, "an expired waiver must not waive"
+
+
+def test_waiver_files_need_every_field(tmp_path):
+    good = tmp_path / "w.toml"
+    good.write_text('[[waiver]]\nid = "x"\nreason = "r"\ntracking = "https://t/1"\nexpires = 2027-01-01\n')
+    assert load_waivers(good)[0].expires == dt.date(2027, 1, 1)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[waiver]]\nid = "x"\nreason = "r"\n')
+    with pytest.raises(WaiverError, match="tracking"):
+        load_waivers(bad)
+
+
+def test_changed_spec_profile_and_backend_are_reported():
+    old = _report(BASE)
+    new = copy.deepcopy(old)
+    new["spec"]["digest"] = "f" * 64
+    new["spec"]["profile"] = "full"
+    new["backend"]["name"] = "other"
+    warnings = " ".join(diff(old, new).warnings)
+    assert "spec changed" in warnings and "profile changed" in warnings and "different backends" in warnings
+
+
+def test_verify_accepts_a_report_and_rejects_a_tampered_one(tmp_path):
+    report = _report(BASE)
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report))
+    done = cli("verify", str(path))
+    assert done.returncode == 0 and "VALID" in done.stdout
+    tampered = copy.deepcopy(report)
+    tampered["results"][2]["category"] = "PASS"  # hide a failure after the fact
+    path.write_text(json.dumps(tampered))
+    done = cli("verify", str(path))
+    assert done.returncode == 1 and "integrity hash mismatch" in done.stdout
+    forged = copy.deepcopy(tampered)
+    from conformance.report.model import integrity_hash
+
+    forged["integrity"]["sha256"] = integrity_hash(forged)  # re-hashed, but the verdict no longer follows
+    path.write_text(json.dumps(forged))
+    done = cli("verify", str(path))
+    assert done.returncode == 1 and "verdict does not follow" in done.stdout
+
+
+@pytest.mark.xdist_group("seeded")
+def test_diff_command_exits_zero_against_itself_and_one_on_a_seeded_defect(certified, tmp_path):
+    reference = tmp_path / "reference.json"
+    defect = tmp_path / "defect.json"
+    reference.write_text(json.dumps(certified["reference"]))
+    defect.write_text(json.dumps(certified["seeded-nan-dropped-by-max"]))
+    assert cli("diff", str(reference), str(reference)).returncode == 0
+    done = cli("diff", str(reference), str(defect))
+    assert done.returncode == 1
+    assert "NEW FAILURE  test_NUM_001_matches_reference[aten.maximum.default|float32]" in done.stdout
+
+
+SELECTION = "REG_00 or RT_002 or RT_003 or (NUM and add)"
+
+
+def test_a_sharded_run_merged_equals_the_unsharded_one(tmp_path):
+    whole, shards = tmp_path / "whole", tmp_path / "shards"
+    common = ["--profile", "smoke", "--workers", "1", "--skip-perf", "-k", SELECTION]
+    assert cli("certify", "reference", "--output", str(whole), *common).returncode == 1  # partial: not certified
+    for i in (1, 2):
+        cli("certify", "reference", "--output", str(shards), "--shard", f"{i}/2", *common)
+    parts = sorted((shards / "reference" / "results").glob("*.json"))
+    assert len(parts) == 2
+    merged_dir = tmp_path / "merged"
+    cli("merge", str(merged_dir), *map(str, parts))
+    a = json.loads((whole / "reference" / "report.json").read_text())
+    b = json.loads((merged_dir / "report.json").read_text())
+    assert [r["id"] for r in a["results"]] == [r["id"] for r in b["results"]]
+    assert a["verdict"] == b["verdict"]
+    assert a["integrity"] == b["integrity"], "identical results must hash identically (timings excluded)"
+    assert len(a["results"]) > 8
+
+
+def test_certify_with_a_baseline_catches_a_backend_that_sleeps_in_execute(tmp_path):
+    backend = "tests/seeded/defects.py:sleepy"
+    common = ["--profile", "smoke", "--workers", "1", "-k", "PERF_003 and mlp and backend"]
+    fast, slow = tmp_path / "fast", tmp_path / "slow"
+    cli("certify", backend, "--output", str(fast), *common, env={"CONFORMANCE_TEST_SLEEP_MS": "0"})
+    baseline = next(fast.glob("*/report.json"))
+    done = cli(
+        "certify", backend, "--output", str(slow), "--baseline", str(baseline), *common,
+        env={"CONFORMANCE_TEST_SLEEP_MS": "25"},
+    )
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert "SLOWER       test_PERF_003_execute_latency[mlp|backend|execute]" in done.stdout
+    again = cli(  # a generous threshold: this asserts the gate's logic, not this machine's timing noise
+        "certify", backend, "--output", str(slow), "--baseline", str(baseline), "--threshold", "10", *common,
+        env={"CONFORMANCE_TEST_SLEEP_MS": "0"},
+    )
+    assert again.returncode == 0, again.stdout[-3000:]  # no new failures, no regression: the gate passes
