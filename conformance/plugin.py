@@ -201,6 +201,26 @@ def result(request):
 _RECORDER = pytest.StashKey[ResultRecorder]()
 
 
+@pytest.fixture(autouse=True)
+def _clause_applies(request):
+    """NOT_APPLICABLE, with the reason, for a clause the backend's family or manifest rules out."""
+    if not _active(request.config) or "backend" not in request.fixturenames:
+        return
+    clause = _clause_of(request.node)
+    if clause is None:
+        return
+    backend = request.getfixturevalue("backend")
+    recorder = request.getfixturevalue("result")
+    spec = state(request.config).specs.clauses.get(clause)
+    if spec is not None and backend.family not in spec.applies_to:
+        recorder.not_applicable(
+            f"{clause} applies to {', '.join(spec.applies_to)} backends; {backend.name} is a {backend.family} backend"
+        )
+    reason = backend.manifest.not_applicable_reason(clause)
+    if reason:
+        recorder.not_applicable(reason)
+
+
 def _clause_of(item) -> str | None:
     marker = item.get_closest_marker("clause")
     if marker:

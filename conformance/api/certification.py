@@ -16,6 +16,7 @@ from .backend import BackendInterface, CompileSpec
 from .scalar_type import DTYPE_NAMES
 
 ALL_DTYPES = "*"
+FAMILIES = ("delegate", "torchscript", "lazy")
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,8 @@ class Manifest:
         object.__setattr__(self, "not_applicable", MappingProxyType(dict(self.not_applicable)))
         object.__setattr__(self, "tolerances", tuple(self.tolerances))
         object.__setattr__(self, "compile_specs", tuple(self.compile_specs))
+        if self.family not in FAMILIES:
+            raise ValueError(f"BackendUnderTest {self.name!r}: family must be one of {FAMILIES}, got {self.family!r}")
 
     def claims(self, op: str, dtype: str) -> bool:
         dtypes = self.ops.get(op)
@@ -151,6 +154,9 @@ class BackendUnderTest:
     registry: Callable[[], Any] | None = None
     """Factory of an empty registry of the runtime this backend runs in (REG clauses).
     None: ``conformance.api.BackendRegistry``, the Python runtime's registry."""
+    family: str = "delegate"
+    """Which interface the backend implements: delegate (ExecuTorch-style), torchscript
+    (torch._C._jit_to_backend) or lazy (torch.lazy). Clauses name the families they apply to."""
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -163,3 +169,5 @@ class BackendUnderTest:
                 f"got {type(self.runtime).__name__}"
             )
         object.__setattr__(self, "compile_specs", tuple(self.compile_specs))
+        if self.family not in FAMILIES:
+            raise ValueError(f"BackendUnderTest {self.name!r}: family must be one of {FAMILIES}, got {self.family!r}")
