@@ -9,6 +9,10 @@ from . import Call, Tensor, attr, param, signature
 from .values import arrays
 
 
+def _affine_domain(spec) -> str:
+    return param(spec, "affine_domain", spec.domain)
+
+
 def _optional_parameter(draw, dtype: str, shape: tuple, domain: str):
     if draw(st.booleans()):
         return Tensor(draw(arrays(dtype, shape, domain)), "parameter")
@@ -48,14 +52,15 @@ def layer_norm(draw, spec, dtype, op):
 
     input of rank 1 to ``max_rank`` (default 4) with sides 1 to ``max_side``
     (default 6); weight and bias are optional parameters of the normalized
-    shape. attrs: ``eps``.
+    shape, drawn from ``params.affine_domain`` (default: the op's domain).
+    attrs: ``eps``.
     """
     shape = tuple(draw(st.lists(_side(spec), min_size=1, max_size=param(spec, "max_rank", 4))))
     k = draw(st.integers(1, len(shape)))
     normalized = list(shape[len(shape) - k :])
     x = Tensor(draw(arrays(dtype, shape, spec.domain)))
-    weight = _optional_parameter(draw, dtype, tuple(normalized), spec.domain)
-    bias = _optional_parameter(draw, dtype, tuple(normalized), spec.domain)
+    weight = _optional_parameter(draw, dtype, tuple(normalized), _affine_domain(spec))
+    bias = _optional_parameter(draw, dtype, tuple(normalized), _affine_domain(spec))
     return Call(op, (x, normalized, weight, bias, attr(draw, spec, "eps")))
 
 
@@ -65,8 +70,9 @@ def group_norm(draw, spec, dtype, op):
 
     input (N, C, *spatial) with 0 to 3 spatial dims; C is a multiple of the
     group count drawn from ``attrs.group``, at most ``max_channels`` (default 8)
-    when the group count allows; weight and bias are optional parameters (C,).
-    attrs: ``group``, ``eps``.
+    when the group count allows; weight and bias are optional parameters (C,)
+    drawn from ``params.affine_domain`` (default: the op's domain), and
+    ``max_side`` (default 6) bounds the spatial sides. attrs: ``group``, ``eps``.
     """
     max_channels = param(spec, "max_channels", 8)
     group = attr(draw, spec, "group")
@@ -74,7 +80,7 @@ def group_norm(draw, spec, dtype, op):
     spatial = tuple(draw(st.lists(_side(spec), min_size=0, max_size=3)))
     n = draw(st.integers(1, 2))
     x = Tensor(draw(arrays(dtype, (n, channels, *spatial), spec.domain)))
-    weight = _optional_parameter(draw, dtype, (channels,), spec.domain)
-    bias = _optional_parameter(draw, dtype, (channels,), spec.domain)
+    weight = _optional_parameter(draw, dtype, (channels,), _affine_domain(spec))
+    bias = _optional_parameter(draw, dtype, (channels,), _affine_domain(spec))
     hxw = int(np.prod(spatial)) if spatial else 1
     return Call(op, (x, weight, bias, n, channels, hxw, group, attr(draw, spec, "eps")))

@@ -1,0 +1,170 @@
+"""Matrix products: mm, bmm, addmm, baddbmm, linear, dot.
+
+Floating point products go to BLAS through ``np.matmul`` in the input dtype
+(float32, float64); half types are multiplied in float32 and rounded once, as
+ATen's CPU gemm does for them (aten/src/ATen/native/cpu/BlasKernel.cpp sums
+products in ``opmath_t`` and stores ``beta * c + alpha * dot`` once).
+Integer products are computed in int64 and wrapped to the dtype: ATen
+accumulates in the integer type itself, and wrapping arithmetic is the same
+modulo 2**bits whatever the order.
+
+float32 results differ from eager's MKL in the last bits because the two BLAS
+libraries sum in different orders; the op specs carry that tolerance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._dtypes import bfloat16, cast, float16, float32, float64, int64, is_bool, is_int
+from ._registry import kernel
+
+
+def _common_dtype(name: str, *tensors: np.ndarray) -> np.dtype:
+    """The one dtype of all operands: ATen's matmul family does not promote."""
+    dtypes = {np.asarray(t).dtype for t in tensors if t is not None}
+    if len(dtypes) != 1:
+        names = ", ".join(sorted(str(d) for d in dtypes))
+        raise TypeError(f"{name}: expected all operands to have the same dtype, got {names}")
+    dtype = dtypes.pop()
+    if is_bool(dtype):
+        raise TypeError(f"{name}: not implemented for bool tensors")
+    return dtype
+
+
+def _compute_type(dtype: np.dtype) -> np.dtype:
+    if dtype in (float16, bfloat16):
+        return float32
+    if is_int(dtype):
+        return int64
+    return dtype
+
+
+def _product(a: np.ndarray, b: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """a @ b in the compute type of ``dtype`` (BLAS for float32/float64), not yet rounded."""
+    compute = _compute_type(dtype)
+    return np.matmul(a.astype(compute, copy=False), b.astype(compute, copy=False))
+
+
+def _scalar(value, dtype: np.dtype):
+    """A beta/alpha Scalar as ATen converts it: to opmath for floats, truncated to the type for integers."""
+    if is_int(dtype):
+        if isinstance(value, float) and not np.isfinite(value):
+            raise ValueError(f"cannot convert {value} to an integer scalar")
+        return np.int64(int(value))  # c10::Scalar::to<int>: truncation toward zero
+    return value
+
+
+def _scaled_sum(self, product, beta, alpha, dtype: np.dtype) -> np.ndarray:
+    """beta * self + alpha * product, rounded to ``dtype`` once.
+
+    beta == 0 leaves ``self`` unread (NaN and Inf in it do not propagate), as in
+    BLAS and in ATen's addmm/baddbmm (aten/src/ATen/native/LinearAlgebra.cpp).
+    """
+    beta, alpha = _scalar(beta, dtype), _scalar(alpha, dtype)
+    if is_int(dtype):
+        out = alpha * product
+        if beta != 0:
+            out = out + beta * self.astype(int64)
+        return cast(out, dtype)
+    with np.errstate(all="ignore"):
+        if beta == 1 and alpha == 1 and dtype in (float32, float64):
+            # A sum of two floats rounds the same directly as through float64.
+            return np.add(product, self, dtype=dtype)
+        if dtype in (float16, bfloat16):
+            # BlasKernel.cpp: c = beta * c + alpha * dot, each step in float32.
+            out = product if alpha == 1 else np.float32(alpha) * product
+            if beta != 0:
+                c = self.astype(float32)
+                out = (c if beta == 1 else np.float32(beta) * c) + out
+            return cast(out, dtype)
+        if dtype == float32:
+            # MKL scales and adds in float32 registers; one rounding of the exact
+            # combination (computed in float64) is the closest we can say.
+            wide = product.astype(float64)
+            out = wide if alpha == 1 else alpha * wide
+            if beta != 0:
+                c = self.astype(float64)
+                out = (c if beta == 1 else beta * c) + out
+            return cast(out, dtype)
+        out = product if alpha == 1 else alpha * product
+        if beta != 0:
+            out = (self if beta == 1 else beta * self) + out
+        return cast(out, dtype)
+
+
+def _check_matrix(name: str, a: np.ndarray, b: np.ndarray, rank: int) -> None:
+    if a.ndim != rank or b.ndim != rank:
+        raise ValueError(f"{name}: expected {rank}-D tensors, got shapes {list(a.shape)} and {list(b.shape)}")
+    if a.shape[-1] != b.shape[-2] or (rank == 3 and a.shape[0] != b.shape[0]):
+        raise ValueError(f"{name}: shapes {list(a.shape)} and {list(b.shape)} cannot be multiplied")
+
+
+def _check_broadcast(name: str, self: np.ndarray, shape: tuple) -> np.ndarray:
+    if self.shape == shape:
+        return self
+    try:
+        return np.broadcast_to(self, shape)
+    except ValueError:
+        raise ValueError(f"{name}: self of shape {list(self.shape)} does not broadcast to {list(shape)}") from None
+
+
+@kernel("aten.mm.default")
+def mm(self, mat2):
+    dtype = _common_dtype("mm", self, mat2)
+    _check_matrix("mm", self, mat2, 2)
+    return cast(_product(self, mat2, dtype), dtype)
+
+
+@kernel("aten.bmm.default")
+def bmm(self, mat2):
+    dtype = _common_dtype("bmm", self, mat2)
+    _check_matrix("bmm", self, mat2, 3)
+    return cast(_product(self, mat2, dtype), dtype)
+
+
+@kernel("aten.addmm.default")
+def addmm(self, mat1, mat2, *, beta=1, alpha=1):
+    dtype = _common_dtype("addmm", self, mat1, mat2)
+    _check_matrix("addmm", mat1, mat2, 2)
+    shape = (mat1.shape[0], mat2.shape[1])
+    self = _check_broadcast("addmm", self, shape)
+    return _scaled_sum(self, _product(mat1, mat2, dtype), beta, alpha, dtype)
+
+
+@kernel("aten.baddbmm.default")
+def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    dtype = _common_dtype("baddbmm", self, batch1, batch2)
+    _check_matrix("baddbmm", batch1, batch2, 3)
+    shape = (batch1.shape[0], batch1.shape[1], batch2.shape[2])
+    self = _check_broadcast("baddbmm", self, shape)
+    return _scaled_sum(self, _product(batch1, batch2, dtype), beta, alpha, dtype)
+
+
+@kernel("aten.linear.default")
+def linear(input, weight, bias=None):  # noqa: A002 - ATen's name
+    """input @ weight.T + bias.
+
+    With a bias, eager runs addmm on the flattened input (aten/src/ATen/native/
+    Linear.cpp, _flatten_nd_linear), so half types round once after adding it.
+    """
+    dtype = _common_dtype("linear", input, weight, bias)
+    if weight.ndim != 2 or input.ndim < 1 or input.shape[-1] != weight.shape[1]:
+        raise ValueError(f"linear: input {list(input.shape)} and weight {list(weight.shape)} cannot be multiplied")
+    product = _product(input, weight.T, dtype)
+    if bias is None:
+        return cast(product, dtype)
+    out_shape = product.shape
+    bias = _check_broadcast("linear", bias, out_shape)
+    return _scaled_sum(bias, product, 1, 1, dtype)
+
+
+@kernel("aten.dot.default")
+def dot(self, tensor):
+    dtype = _common_dtype("dot", self, tensor)
+    if self.ndim != 1 or tensor.ndim != 1 or self.shape != tensor.shape:
+        raise ValueError(f"dot: expected two 1-D tensors of the same size, got {list(self.shape)} and {list(tensor.shape)}")
+    return cast(_product(self, tensor, dtype), dtype)
+
+
+__all__ = ["addmm", "baddbmm", "bmm", "dot", "linear", "mm"]
