@@ -69,10 +69,10 @@ def pool(draw, spec, dtype, op):
     kernel, stride, padding, dilation, spatial = [], [], [], [], []
     for _ in range(dims):
         k = attr(draw, spec, "kernel_size", keep=lambda v: v <= max_side)
-        d = attr(draw, spec, "dilation", 1, keep=lambda v: (k - 1) * v + 1 <= max_side) if kind == "max" else 1
+        d = attr(draw, spec, "dilation", 1, keep=lambda v, k=k: (k - 1) * v + 1 <= max_side) if kind == "max" else 1
         effective = (k - 1) * d + 1
         # Eager's shape checks: pad <= kernel / 2 (undilated), and <= effective kernel / 2.
-        p = attr(draw, spec, "padding", 0, keep=lambda v: v <= k // 2)
+        p = attr(draw, spec, "padding", 0, keep=lambda v, k=k: v <= k // 2)
         s = k if empty_stride else attr(draw, spec, "stride", 1, keep=lambda v: v != ())
         low = max(1, effective - 2 * p, k if (kind == "avg" and dims == 3) else 1)
         n = draw(st.integers(low, max(low, max_side)))
