@@ -22,6 +22,7 @@ from ._dtypes import (
     opmath,
     result_type,
 )
+from ._fma import fma
 from ._registry import kernel
 
 
@@ -59,10 +60,8 @@ def _add_scaled(self, other, alpha, dtype):
     """self + alpha * other the way ATen's add kernel rounds it (ufunc/add.h).
 
     Half types compute ``alpha * other`` in the half type (c10::Half arithmetic
-    rounds each operation), then add. float32 uses a fused multiply-add, emulated
-    exactly in float64 (the product of two float32 values is exact there); float64
-    uses the x87 extended type, whose range keeps a product that overflows double
-    from turning inf - inf into NaN. Integers wrap.
+    rounds each operation), then add. float32 and float64 use a fused multiply-add
+    (vec::fmadd). Integers wrap.
     """
     if is_bool(dtype):
         return _operands(dtype, self)[0] | (_operands(dtype, other)[0] & bool(alpha))
@@ -73,11 +72,8 @@ def _add_scaled(self, other, alpha, dtype):
     if dtype in (float16, bfloat16):
         scaled = cast(alpha.astype(float32) * b, dtype).astype(float32)
         return cast(a + scaled, dtype)
-    if dtype == float32:
-        return cast(a.astype(np.float64) + alpha.astype(np.float64) * b.astype(np.float64), dtype)
-    if dtype == np.float64:
-        wide = np.longdouble
-        return cast(a.astype(wide) + alpha.astype(wide) * b.astype(wide), dtype)
+    if dtype in (float32, np.float64):
+        return cast(fma(alpha, b, a, dtype), dtype)
     return cast(a + alpha * b, dtype)
 
 

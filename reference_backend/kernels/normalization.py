@@ -31,6 +31,7 @@ import math
 import numpy as np
 
 from ._dtypes import bfloat16, cast, float16, float32, float64, is_float
+from ._fma import fma
 from ._registry import kernel
 
 
@@ -43,16 +44,6 @@ def _check_float(name: str, x: np.ndarray) -> np.dtype:
 def _acc(dtype: np.dtype) -> np.dtype:
     """ATen's opmath type: float32 for half types, else the dtype itself."""
     return float32 if dtype in (float16, bfloat16) else dtype
-
-
-def _fma(a, b, c, compute: np.dtype) -> np.ndarray:
-    """a * b + c rounded once to ``compute`` (products of float32 values are exact in float64)."""
-    if compute == float32:
-        wide = np.multiply(a, b, dtype=float64)
-        wide += c
-        return wide.astype(float32)
-    a = np.asarray(a).astype(compute, copy=False)
-    return a * b + c
 
 
 def _moments(rows: np.ndarray, compute: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -95,8 +86,8 @@ def _native_batch_norm_legit_no_training(input, weight, bias, running_mean, runn
         # batch_norm_cpu_collect_linear_and_constant_terms: eps is cast to opmath first.
         invstd = compute.type(1) / np.sqrt(running_var.astype(compute) + compute.type(eps))
         alpha = invstd if weight is None else invstd * weight.astype(compute)
-        beta = _fma(-running_mean.astype(compute), alpha, 0.0 if bias is None else bias.astype(compute), compute)
-        out = _fma(input, alpha.reshape(shape), beta.reshape(shape), compute)
+        beta = fma(-running_mean.astype(compute), alpha, 0.0 if bias is None else bias.astype(compute), compute)
+        out = fma(input, alpha.reshape(shape), beta.reshape(shape), compute)
     empty = np.empty((0,), dtype)
     return cast(out, dtype), empty, empty.copy()
 
@@ -131,11 +122,11 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):  # noqa: A002
         if dtype in (float16, bfloat16):
             x = rows.astype(compute)
             # layer_norm_kernel_mixed_type: fused x * scale + bias with bias = -rstd * mean.
-            y = _fma(x, rstd[:, None], (-rstd * mean)[:, None], compute)
+            y = fma(x, rstd[:, None], (-rstd * mean)[:, None], compute)
             if weight is not None or bias is not None:
                 gamma = _param(weight, n, 1.0, compute)
                 beta = _param(bias, n, 0.0, compute)
-                y = _fma(y, gamma, beta, compute)
+                y = fma(y, gamma, beta, compute)
         else:
             y = centered  # x - mean, a fresh array
             y *= rstd[:, None]
@@ -177,8 +168,8 @@ def native_group_norm(input, weight, bias, N, C, HxW, group, eps):  # noqa: A002
             gamma = _param(weight, c, 1.0, compute).reshape(1, g, d, 1)
             beta = _param(bias, c, 0.0, compute).reshape(1, g, d, 1)
             scale = (rstd4 * gamma).astype(compute)
-            shift = _fma(-scale, mean4, beta, compute)
-            y = _fma(scale, x, shift, compute)
+            shift = fma(-scale, mean4, beta, compute)
+            y = fma(scale, x, shift, compute)
     return (
         cast(y, dtype).reshape(input.shape),
         cast(mean, dtype).reshape(n, g),

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._dtypes import cast, is_float, opmath
+from ._fma import fma
 from ._registry import kernel
 
 _UINT8 = np.dtype(np.uint8)
@@ -39,51 +40,6 @@ _UINT8 = np.dtype(np.uint8)
 # NumPy has no fma, so it is emulated exactly: float32 through a float64 sum rounded to
 # odd, float64 with error-free transformations (Boldo & Melquiond, "Emulation of FMA
 # and correctly rounded sums: proved algorithms using rounding to odd", 2008).
-
-
-def _two_sum(a, b):
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
-
-
-def _two_prod(a, b):
-    p = a * b
-
-    def split(v):
-        c = v * 134217729.0  # 2**27 + 1: Veltkamp split into two 26-bit halves
-        hi = c - (c - v)
-        return hi, v - hi
-
-    ah, al = split(a)
-    bh, bl = split(b)
-    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
-
-
-def _sum_round_to_odd(a, b):
-    """a + b in float64 rounded to odd: the exact sum truncated toward zero, last bit set if inexact."""
-    s, e = _two_sum(a, b)
-    inexact = (e != 0) & np.isfinite(s)  # an infinite or NaN sum is already the answer
-    truncated = np.where(inexact & ((e < 0) != (s < 0)) & (s != 0), np.nextafter(s, 0), s)
-    return np.where(inexact, (truncated.view(np.int64) | 1).view(np.float64), truncated)
-
-
-def _fma(a, b, c, T):
-    """fma(a, b, c) in T (float32 or float64), rounded once."""
-    with np.errstate(all="ignore"):
-        if T == np.float32:
-            # a * b is exact in float64; rounding the sum to odd first makes the final rounding exact.
-            a, b, c = (np.asarray(v, np.float32).astype(np.float64) for v in (a, b, c))
-            return _sum_round_to_odd(a * b, c).astype(np.float32)
-        a, b, c = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (a, b, c)))
-        naive = a * b + c
-        uh, ul = _two_prod(a, b)
-        th, tl = _two_sum(c, ul)
-        vh, vl = _two_sum(uh, th)
-        fused = vh + _sum_round_to_odd(vl, tl)
-        # Outside the error-free range (overflow, inf, NaN) the plain expression gives the same result.
-        exact_range = np.isfinite(fused) & np.isfinite(naive) & (np.abs(uh) < 1e300) & (np.abs(c) < 1e300)
-        return np.where(exact_range, fused, naive)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,7 +88,7 @@ def _source_index(scale, out_size: int, align_corners: bool, cubic: bool, T) -> 
     i = np.arange(out_size).astype(T)
     if align_corners:
         return scale * i
-    src = _fma(scale, i + T(0.5), T(-0.5), T)  # scale * (i + 0.5) - 0.5, contracted
+    src = fma(scale, i + T(0.5), T(-0.5), T)  # scale * (i + 0.5) - 0.5, contracted
     return src if cubic else np.maximum(src, T(0))  # negative source indices clamp to 0 except for cubic
 
 
@@ -256,10 +212,10 @@ def _cubic_taps(in_size, out_size, align_corners, scale, T, weight_type):
     # (found by matching eager's weights for every contraction pattern).
 
     def conv1(v):  # cubic_convolution1, |v| <= 1: ((A + 2) * v - (A + 3)) * v * v + 1
-        return (_fma(A + T(2), v, -(A + T(3)), T) * v) * v + T(1)
+        return (fma(A + T(2), v, -(A + T(3)), T) * v) * v + T(1)
 
     def conv2(v):  # cubic_convolution2, 1 < |v| < 2: ((A * v - 5 * A) * v + 8 * A) * v - 4 * A
-        return _fma(_fma(A, v, -(T(5) * A), T), v, T(8) * A, T) * v - T(4) * A
+        return fma(fma(A, v, -(T(5) * A), T), v, T(8) * A, T) * v - T(4) * A
 
     weights = np.stack([conv2(t + T(1)), conv1(t), conv1(T(1) - t), conv2((T(1) - t) + T(1))])
     taps = np.stack([np.clip(index + j - 1, 0, in_size - 1) for j in range(4)])
@@ -285,9 +241,9 @@ def _combine(x, taps, weights, T):
         # Two taps: `t0 * w0 + t1 * w1` compiles to fma(t0, w0, t1 * w1). Four taps (the
         # loop `output = t0 * w0; output += tj * wj`) compiles the same way for the first two
         # terms, then output = fma(tj, wj, output).
-        values = _fma(inner[0], w[0], inner[1] * w[1], T)
+        values = fma(inner[0], w[0], inner[1] * w[1], T)
         for t, wj in zip(inner[2:], w[2:]):
-            values = _fma(t, wj, values, T)
+            values = fma(t, wj, values, T)
     return values
 
 
@@ -332,11 +288,11 @@ def _bilinear_channels_last(x, out, align_corners, scales, T):
         # Compiled as a chain of fused multiply-adds; which of the first two products is
         # fused differs by type (float16's operator* inlines differently), checked against eager.
         if x.dtype == np.float16:
-            total = _fma(corner[0][1], w[0][1], corner[0][0] * w[0][0], T)
+            total = fma(corner[0][1], w[0][1], corner[0][0] * w[0][0], T)
         else:
-            total = _fma(corner[0][0], w[0][0], corner[0][1] * w[0][1], T)
-        total = _fma(corner[1][0], w[1][0], total, T)
-        total = _fma(corner[1][1], w[1][1], total, T)
+            total = fma(corner[0][0], w[0][0], corner[0][1] * w[0][1], T)
+        total = fma(corner[1][0], w[1][0], total, T)
+        total = fma(corner[1][1], w[1][1], total, T)
     return cast(total, x.dtype)
 
 
@@ -367,8 +323,8 @@ def _uint8_weights(in_size, out_size, align_corners, scale, mode):
         if mode == "linear":
             w = np.where(v < 1, T(1) - v, T(0))
         else:
-            near = (_fma(A + T(2), v, -(A + T(3)), T) * v) * v + T(1)
-            far = _fma(_fma(A, v, -(T(5) * A), T), v, T(8) * A, T) * v - T(4) * A
+            near = (fma(A + T(2), v, -(A + T(3)), T) * v) * v + T(1)
+            far = fma(fma(A, v, -(T(5) * A), T), v, T(8) * A, T) * v - T(4) * A
             w = np.where(v < 1, near, np.where(v < 2, far, T(0)))
         position = unbound_min + j
         slot = np.where(position <= 0, 0, np.where(position >= in_size - 1, index_size - 1, slot))
