@@ -1,0 +1,328 @@
+"""Indexing ops: embedding, index_select, gather, index, index_put, scatter family, *_scatter.
+
+Index tensors are int64 or int32 (index.Tensor and index_put also take bool and
+uint8 masks). Which ops accept negative indices follows ATen: index and
+index_put wrap them like Python; embedding, index_select, gather and the
+scatter family refuse them. Every out-of-range index raises IndexError.
+
+Accumulating ops apply duplicates one at a time in increasing order of the
+index position, as ATen's serial CPU loops do (cpu/IndexKernel.cpp,
+cpu/ScatterGatherKernel.cpp); ``np.ufunc.at`` has exactly that order. index_put
+with accumulate=True rounds after every step in the tensor's dtype, half types
+included; scatter_add and scatter_reduce accumulate half types in float32 and
+round once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._dtypes import bfloat16, bool_, float16, float32, is_bool, is_float, is_int, opmath
+from ._registry import kernel
+from .creation import scalar_to
+from .shape import along, normalize_slice, wrap_dim
+
+_INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
+
+
+def _index_array(index: np.ndarray, op: str) -> np.ndarray:
+    if index.dtype not in _INDEX_DTYPES:
+        raise TypeError(f"{op}: expected an int64 or int32 index tensor, got {index.dtype}")
+    return index.astype(np.intp, copy=False)
+
+
+def _check_bounds(index: np.ndarray, size: int, op: str) -> None:
+    """Indices must lie in [0, size): these ops do not wrap negatives."""
+    if index.size and (index.min() < 0 or index.max() >= size):
+        bad = index[(index < 0) | (index >= size)].flat[0]
+        raise IndexError(f"{op}: index {bad} is out of bounds for dimension with size {size}")
+
+
+def copy_cast(src: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``Tensor.copy_``'s conversion: half types are built from float32 (c10::Half(float))."""
+    if src.dtype == dtype:
+        return src
+    if dtype in (float16, bfloat16):
+        src = src.astype(float32)  # exact for every source but float64 and the large integers
+    return src.astype(dtype)
+
+
+@kernel("aten.embedding.default")
+def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """Rows of ``weight``; padding_idx, scale_grad_by_freq and sparse only affect gradients."""
+    if weight.ndim != 2:
+        raise ValueError(f"embedding: 'weight' must be 2-D, got rank {weight.ndim}")
+    idx = _index_array(indices, "embedding")
+    _check_bounds(idx, weight.shape[0], "embedding")
+    return weight[idx]
+
+
+@kernel("aten.index_select.default")
+def index_select(self, dim, index):
+    if index.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    idx = _index_array(index, "index_select").reshape(-1)
+    d = wrap_dim(dim, self.ndim)
+    if self.ndim == 0:
+        if idx.size != 1:
+            raise ValueError(f"index_select(): index to a scalar can have only 1 value, got {idx.size}")
+        _check_bounds(idx, 1, "index_select")
+        return self.copy()
+    _check_bounds(idx, self.shape[d], "index_select")
+    return np.take(self, idx, axis=d)
+
+
+def _grid(shape: tuple[int, ...], dim: int, index: np.ndarray) -> tuple:
+    """The fancy index reading ``t[i0, .., index[i], .., in]`` for every position i of ``shape``."""
+    out = []
+    for d, n in enumerate(shape):
+        if d == dim:
+            out.append(index)
+        else:
+            axis = [1] * len(shape)
+            axis[d] = n
+            out.append(np.arange(n).reshape(axis))
+    return tuple(out)
+
+
+def _scatter_gather_setup(self, dim, index, src, op: str):
+    """Checks of ATen's gather/scatter (ScatterGatherChecks.h), 0-d tensors counting as 1-d.
+
+    Returns ``self`` as at least 1-d, the wrapped dim, the index as at least 1-d intp and
+    the fancy index of the positions it addresses.
+    """
+    idx = _index_array(index, op)
+    d = wrap_dim(dim, self.ndim)
+    base = self.reshape(1) if self.ndim == 0 else self
+    idx = idx.reshape(1) if idx.ndim == 0 else idx
+    if idx.ndim != base.ndim:
+        raise ValueError(f"{op}: index tensor must have the same number of dimensions as the input tensor")
+    if src is not None:
+        src_shape = src.shape or (1,)
+        if len(src_shape) != base.ndim:
+            raise ValueError(f"{op}: index tensor must have the same number of dimensions as the src tensor")
+    if idx.size:
+        for k in range(base.ndim):
+            if k != d and idx.shape[k] > base.shape[k]:
+                raise ValueError(
+                    f"{op}: index {list(idx.shape)} must be no larger than self {list(base.shape)} apart from dimension {d}"
+                )
+            if src is not None and idx.shape[k] > src_shape[k]:
+                raise ValueError(f"{op}: index {list(idx.shape)} must be no larger than src {list(src_shape)}")
+        _check_bounds(idx, base.shape[d], op)
+    return base, d, idx, _grid(idx.shape, d, idx)
+
+
+def _src_region(src: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    src = src.reshape(1) if src.ndim == 0 else src
+    return src[tuple(slice(0, n) for n in shape)]
+
+
+@kernel("aten.gather.default")
+def gather(self, dim, index, *, sparse_grad=False):
+    base, d, idx, grid = _scatter_gather_setup(self, dim, index, None, "gather")
+    return base[grid].reshape(index.shape)
+
+
+def _check_same_dtype(self, src, op: str) -> None:
+    if src.dtype != self.dtype:
+        raise TypeError(f"{op}(): expected self.dtype to be equal to src.dtype, got {self.dtype} and {src.dtype}")
+
+
+def _scatter(self, dim, index, src, op: str, apply) -> np.ndarray:
+    base, d, idx, grid = _scatter_gather_setup(self, dim, index, src if isinstance(src, np.ndarray) else None, op)
+    out = base.copy()
+    if idx.size:
+        apply(out, grid, idx.shape)
+    return out.reshape(self.shape)
+
+
+@kernel("aten.scatter.src")
+def scatter_src(self, dim, index, src):
+    """out[.., index[i], ..] = src[i]; duplicate targets are undefined in PyTorch (the last wins here)."""
+    _check_same_dtype(self, src, "scatter")
+
+    def assign(out, grid, shape):
+        out[grid] = _src_region(src, shape)
+
+    return _scatter(self, dim, index, src, "scatter", assign)
+
+
+@kernel("aten.scatter.value")
+def scatter_value(self, dim, index, value):
+    fill = scalar_to(value, self.dtype, "scatter value")
+
+    def assign(out, grid, shape):
+        out[grid] = fill
+
+    return _scatter(self, dim, index, None, "scatter", assign)
+
+
+def _reduce_at(ufunc, out: np.ndarray, grid: tuple, values: np.ndarray) -> None:
+    """``ufunc.at`` in the compute type: half types accumulate in float32 and round once.
+
+    torch 2.13's CPU scatter kernels do so (cpu/ScatterGatherKernel.cpp); checked
+    against eager: scatter_add of [1, 1] into 2048 in float16 gives 2050, where
+    per-step float16 rounding (and index_put with accumulate) gives 2048.
+    """
+    compute = opmath(out.dtype)
+    with np.errstate(all="ignore"):
+        if compute == out.dtype:
+            ufunc.at(out, grid, values)
+            return
+        wide = out.astype(compute)
+        ufunc.at(wide, grid, values.astype(compute))
+        out[...] = wide.astype(out.dtype)
+
+
+@kernel("aten.scatter_add.default")
+def scatter_add(self, dim, index, src):
+    _check_same_dtype(self, src, "scatter_add")
+
+    def accumulate(out, grid, shape):
+        _reduce_at(np.add, out, grid, _src_region(src, shape))
+
+    return _scatter(self, dim, index, src, "scatter_add", accumulate)
+
+
+_REDUCE_UFUNCS = {"sum": np.add, "mean": np.add, "prod": np.multiply, "amax": np.maximum, "amin": np.minimum}
+
+
+def _reduce_identity(reduce: str, dtype: np.dtype):
+    """The value include_self=False starts scattered positions from (TensorAdvancedIndexing.cpp)."""
+    if reduce in ("sum", "mean"):
+        return np.zeros((), dtype)
+    if reduce == "prod":
+        return np.ones((), dtype)
+    if is_float(dtype):
+        return np.array(-np.inf if reduce == "amax" else np.inf).astype(dtype)
+    if is_bool(dtype):
+        return np.array(reduce == "amin")
+    info = np.iinfo(dtype)
+    return np.array(info.min if reduce == "amax" else info.max, dtype)
+
+
+@kernel("aten.scatter_reduce.two")
+def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
+    """Reduces ``src`` into ``self`` at ``index``: sum, prod, mean, amax or amin.
+
+    amax/amin propagate NaN. mean divides by the number of values reduced into each
+    position (self counts unless include_self=False; untouched positions keep their
+    value), flooring for integers, in the tensor's dtype (TensorAdvancedIndexing.cpp).
+    """
+    if reduce not in _REDUCE_UFUNCS:
+        raise ValueError(f"scatter_reduce: reduce argument must be sum, prod, mean, amax or amin, got {reduce!r}")
+    _check_same_dtype(self, src, "scatter_reduce")
+    if reduce == "mean" and is_bool(self.dtype):
+        raise TypeError("scatter_reduce: mean is not implemented for bool")
+    ufunc = _REDUCE_UFUNCS[reduce]
+
+    def apply(out, grid, shape):
+        if not include_self:
+            out[grid] = _reduce_identity(reduce, out.dtype)
+        _reduce_at(ufunc, out, grid, _src_region(src, shape))
+        if reduce == "mean":
+            count = np.full(out.shape, 1 if include_self else 0, dtype=out.dtype)
+            np.add.at(count, grid, np.ones((), out.dtype))
+            count[count == 0] = 1
+            if is_int(out.dtype):
+                out[...] = np.floor_divide(out, count)
+            else:
+                with np.errstate(all="ignore"):
+                    out[...] = np.true_divide(out, count)
+
+    return _scatter(self, dim, index, src, "scatter_reduce", apply)
+
+
+def _advanced_index(self, indices, op: str) -> tuple:
+    """``indices`` (a list of optional tensors) as a NumPy index tuple.
+
+    None keeps a dim (a full slice); bool and uint8 tensors are masks over as many dims
+    as they have; int64/int32 tensors broadcast together and wrap negatives. NumPy's
+    placement rule for the indexed dims is PyTorch's: where the index tensors are
+    adjacent the result dims replace them in place, otherwise they go first.
+    """
+    out = []
+    consumed = 0
+    for t in indices:
+        if t is None:
+            out.append(slice(None))
+            consumed += 1
+        elif t.dtype in (bool_, np.dtype(np.uint8)):
+            mask = t.astype(bool, copy=False)
+            out.extend(np.nonzero(mask) if mask.ndim else (mask,))
+            consumed += max(mask.ndim, 1) if mask.ndim else 0
+        elif t.dtype in _INDEX_DTYPES:
+            out.append(t.astype(np.intp, copy=False))
+            consumed += 1
+        else:
+            raise IndexError(f"{op}: tensors used as indices must be long, int, byte or bool tensors, got {t.dtype}")
+    if consumed > self.ndim:
+        raise IndexError(f"{op}: too many indices for tensor of dimension {self.ndim} (got {consumed})")
+    return tuple(out)
+
+
+@kernel("aten.index.Tensor")
+def index(self, indices):
+    if not any(t is not None for t in indices):
+        raise IndexError("index: at least one index must be provided")
+    return np.array(self[_advanced_index(self, indices, "index")], copy=True)
+
+
+@kernel("aten.index_put.default")
+def index_put(self, indices, values, accumulate=False):
+    """self with self[indices] = values (or += values with ``accumulate``).
+
+    ``values`` must have self's dtype and broadcast to the indexed shape. Without
+    accumulate, PyTorch leaves the winner among duplicate targets undefined.
+    """
+    if not any(t is not None for t in indices):
+        # Eager fails an internal assert here (IndexKernelUtils.h: ntensor >= 3).
+        raise IndexError("index_put: at least one index must be provided")
+    if values.dtype != self.dtype:
+        raise TypeError(
+            f"index_put: requires the source and destination dtypes match, got {self.dtype} and {values.dtype}"
+        )
+    key = _advanced_index(self, indices, "index_put")
+    target = np.shape(self[key])
+    if values.ndim > len(target) or np.broadcast_shapes(values.shape, target) != target:
+        raise ValueError(f"index_put: value tensor of shape {list(values.shape)} cannot be broadcast to {list(target)}")
+    out = self.copy()
+    if accumulate:
+        with np.errstate(all="ignore"):
+            np.add.at(out, key, np.broadcast_to(values, target))
+    else:
+        out[key] = values
+    return out
+
+
+@kernel("aten.slice_scatter.default")
+def slice_scatter(self, src, dim=0, start=None, end=None, step=1):
+    """self with the slice replaced by ``src`` (which must have the slice's exact shape)."""
+    if self.ndim == 0:
+        raise IndexError("slice() cannot be applied to a 0-dim tensor")
+    d = wrap_dim(dim, self.ndim)
+    key = along(d, normalize_slice(start, end, step))
+    return _replace(self, key, src, "slice_scatter")
+
+
+@kernel("aten.select_scatter.default")
+def select_scatter(self, src, dim, index):
+    if self.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor")
+    d = wrap_dim(dim, self.ndim)
+    size = self.shape[d]
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size {list(self.shape)} at dimension {d}")
+    return _replace(self, along(d, index % size), src, "select_scatter")
+
+
+def _replace(self, key, src, op: str) -> np.ndarray:
+    out = self.copy()
+    view = out[key]
+    if view.shape != src.shape:
+        raise ValueError(
+            f"{op}: expected src to have a size equal to the slice of self: src {list(src.shape)}, slice {list(view.shape)}"
+        )
+    view[...] = copy_cast(src, self.dtype)
+    return out
