@@ -24,5 +24,12 @@ def to_torch(array: np.ndarray):
 
     array = np.array(array, order="C", copy=True)  # ascontiguousarray would turn 0-d into 1-d
     if array.dtype == _BF16:
-        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(array)
+        tensor = torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    else:
+        tensor = torch.from_numpy(array)
+    if array.size == 0:
+        # NumPy gives an empty array all-zero strides, which torch never gives a fresh tensor;
+        # torch.export records them, ExecuTorch's exporter refuses them ("0 in strides is not
+        # supported") and its runtime aborts on them (tensor_ptr.cpp). Use torch's own strides.
+        tensor = tensor.clone(memory_format=torch.contiguous_format)
+    return tensor
