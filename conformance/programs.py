@@ -35,8 +35,9 @@ from conformance.api.scalar_type import torch_dtype
 from conformance.api.tensors import to_torch
 from conformance.strategies.case import Call, Tensor
 
-PROGRAM_FORMAT = 3
-"""Bump when the way programs are built changes, to invalidate disk caches."""
+PROGRAM_FORMAT = 4
+"""Bump when the way programs are built changes, to invalidate disk caches.
+4: example inputs of empty tensors have torch's strides, not NumPy's zeros (api/tensors.to_torch)."""
 
 log = logging.getLogger(__name__)
 
@@ -342,10 +343,27 @@ class Program:
         return [to_torch(a) for a in self.inputs]
 
 
-def program_for(call: Call, *, dynamic: bool = True, cache: ProgramCache | None = None) -> Program:
-    """The program that makes ``call`` on its inputs (parameters baked in with the call's values)."""
-    cache = cache or default_cache()
+def program_for(call: Call, *, dynamic: bool = True, cache: ProgramCache | None = None, export: bool = False) -> Program:
+    """The program that makes ``call`` on its inputs (parameters baked in with the call's values).
+
+    By default the single-op program is built directly (``build_program``): the same
+    graph, signature and metadata torch.export produces for a module making this
+    call, in a few milliseconds instead of tens to hundreds, so every drawn example
+    gets an exact, static program. ``export=True`` goes through torch.export (cached
+    by structure, dynamic dims where they fit), which is also the fallback for a call
+    the builder cannot express.
+    """
     inputs = [t.value for t in call.inputs()]
+    if not export:
+        try:
+            exported = build_program(call)
+        except HarnessError:
+            raise
+        except Exception as exc:  # an argument form the builder does not know: let torch.export do it
+            log.info("building %s directly failed (%s); exporting", call.op, exc)
+        else:
+            return Program(exported, inputs, op=call.op, description=call.describe())
+    cache = cache or default_cache()
     shapes = [tuple(a.shape) for a in inputs]
 
     def build():
@@ -357,6 +375,125 @@ def program_for(call: Call, *, dynamic: bool = True, cache: ProgramCache | None 
     if not any(op_name(n.target) == call.op for n in exported.graph.nodes if n.op == "call_function"):
         raise HarnessError(f"the exported program for {call.op} does not contain {call.op}")
     return Program(exported, inputs, op=call.op, description=call.describe())
+
+
+def build_program(call: Call):
+    """The ExportedProgram torch.export gives for a module making ``call``, built directly.
+
+    Parameters become PARAMETER placeholders (``p_p0``, ...) ahead of the user
+    inputs, the op is one call_function node (getitem nodes pick a tuple's
+    elements), every node's ``meta["val"]`` is a FakeTensor from running the op in
+    a FakeTensorMode, and the module call graph carries the pytree specs that
+    ``ExportedProgram.module()`` needs. tests/harness/test_programs.py checks the
+    result against torch.export's, call for call.
+    """
+    import operator
+
+    import torch
+    import torch.utils._pytree as pytree
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
+    from torch.export.graph_signature import (
+        ExportGraphSignature,
+        InputKind,
+        InputSpec,
+        OutputKind,
+        OutputSpec,
+        TensorArgument,
+    )
+
+    op = _resolve_op(call.op)
+    graph = torch.fx.Graph()
+    mode = FakeTensorMode()
+    input_specs, state, fakes = [], {}, {}
+    params = [t for t in call.tensors() if t.role == "parameter"]
+    inputs = call.inputs()
+    nodes: dict[int, Any] = {}
+    for index, tensor in enumerate(params):
+        name = f"p{index}"
+        node = graph.placeholder(f"p_{name}")
+        state[name] = torch.nn.Parameter(to_torch(tensor.value), requires_grad=False)
+        input_specs.append(InputSpec(InputKind.PARAMETER, TensorArgument(name=node.name), target=name, persistent=None))
+        nodes[id(tensor)] = node
+        fakes[node.name] = mode.from_tensor(state[name])
+    real_inputs = []
+    for index, tensor in enumerate(inputs):
+        node = graph.placeholder(f"x{index}")
+        real_inputs.append(to_torch(tensor.value))
+        input_specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(name=node.name), target=None))
+        nodes[id(tensor)] = node
+        fakes[node.name] = mode.from_tensor(real_inputs[-1])
+
+    def as_node(a):
+        if isinstance(a, Tensor):
+            return nodes[id(a)]
+        if isinstance(a, (list, tuple)):
+            return type(a)(as_node(x) for x in a)
+        return a
+
+    kwargs = {k: as_node(v) for k, v in call.kwargs.items()}
+    if isinstance(kwargs.get("dtype"), str):
+        kwargs["dtype"] = torch_dtype(kwargs["dtype"])
+    args, kwargs = _as_traced(op, list(as_node(call.args)), kwargs)
+    for node in graph.nodes:
+        node.meta["val"] = fakes[node.name]
+    target = graph.call_function(op, tuple(args), kwargs)
+    to_fake = lambda a: a.meta["val"] if isinstance(a, torch.fx.Node) else a  # noqa: E731
+    with mode:
+        out = op(*pytree.tree_map(to_fake, tuple(args)), **pytree.tree_map(to_fake, kwargs))
+    target.meta["val"] = out
+    if isinstance(out, (list, tuple)):
+        results = []
+        for i, value in enumerate(out):
+            item = graph.call_function(operator.getitem, (target, i))
+            item.meta["val"] = value
+            results.append(item)
+    else:
+        results = [target]
+    graph.output(tuple(results))
+    signature = ExportGraphSignature(
+        input_specs=input_specs,
+        output_specs=[OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(name=n.name), target=None) for n in results],
+    )
+    in_spec = pytree.tree_flatten((tuple(real_inputs), {}))[1]
+    out_spec = pytree.tree_flatten(out)[1]
+    program = ExportedProgram(
+        root=torch.nn.Module(),
+        graph=graph,
+        graph_signature=signature,
+        state_dict=state,
+        range_constraints={},
+        module_call_graph=[ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec))],
+        example_inputs=(tuple(real_inputs), {}),
+        constants={},
+    )
+    assign_debug_handles(program)
+    return program
+
+
+def _as_traced(op, args: list, kwargs: dict) -> tuple[list, dict]:
+    """The argument form tracing records: positional arguments positionally, kwarg-only ones
+    by name, both without the trailing values that equal the schema's defaults."""
+    positional = [a for a in op._schema.arguments if not a.kwarg_only]
+    for schema_arg in positional[len(args) :]:
+        if schema_arg.name not in kwargs:
+            break
+        args.append(kwargs.pop(schema_arg.name))
+
+    def is_default(schema_arg, value) -> bool:
+        if not schema_arg.has_default_value():
+            return False
+        default = schema_arg.default_value
+        if isinstance(value, (list, tuple)) and isinstance(default, (list, tuple)):
+            return list(value) == list(default)
+        return type(value) is type(default) and value == default or (value is None and default is None)
+
+    while args and len(args) <= len(positional) and is_default(positional[len(args) - 1], args[-1]):
+        args.pop()
+    named = {a.name: a for a in op._schema.arguments if a.kwarg_only}
+    order = {a.name: i for i, a in enumerate(op._schema.arguments)}
+    kept = sorted((k for k in kwargs if not (k in named and is_default(named[k], kwargs[k]))), key=lambda k: order.get(k, len(order)))
+    return args, {k: kwargs[k] for k in kept}
 
 
 def _set_parameters(exported, values: list[np.ndarray]) -> None:
