@@ -73,11 +73,11 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
     from conformance import specs as spec_module
     from conformance.plugin import safe_name
 
-    backend = _backend_or_exit(ns.backend)
+    backend = _backend_or_exit(ns.backend)  # fail fast (exit 2) on a name that cannot be built
     extra, selection = _split_selection(extra)
     specs = spec_module.load()
     try:
-        profile = specs.profile(ns.profile)
+        profile = specs.profile(ns.profile or backend.profile)
     except KeyError as exc:
         raise UsageError(str(exc.args[0])) from None
     out = Path(ns.output)
@@ -114,7 +114,7 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
     status = _pytest(
         common
         + workers
-        + ["--conformance-tag", f"checks{shard}", "--timeout", str(ns.timeout), "-k", _and("not test_PERF", selection)]
+        + ["--conformance-tag", f"checks{shard}", "--timeout", str(ns.timeout), "-o", "timeout_func_only=true", "-k", _and("not test_PERF", selection)]
         + ["--benchmark-disable"]
         + extra,
         env,
@@ -125,7 +125,7 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
         print("conformance: timing preprocess, init and execute (pytest-benchmark, no workers) ...", flush=True)
         _pytest(
             common
-            + ["-p", "no:xdist", "--conformance-tag", f"perf{shard}", "--timeout", str(ns.timeout), "-k", _and("test_PERF", selection)]
+            + ["-p", "no:xdist", "--conformance-tag", f"perf{shard}", "--timeout", str(ns.timeout), "-o", "timeout_func_only=true", "-k", _and("test_PERF", selection)]
             + ["--benchmark-min-rounds", "15", "--benchmark-max-time", "0.5", "--benchmark-disable-gc", "-q"]
             + extra,
             env,
@@ -232,7 +232,8 @@ def replay(ns: argparse.Namespace) -> int:
     """Re-run a saved failing example through the backend and show the comparison."""
     import numpy as np
 
-    from conformance import oracle, specs as spec_module
+    from conformance import oracle
+    from conformance import specs as spec_module
     from conformance.driver import Driver
     from conformance.programs import program_for
     from conformance.results import CheckFailure
@@ -351,7 +352,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("certify", help="certify a backend and write reports/NAME/report.{json,md}")
     c.add_argument("backend", help="entry-point name (see `list`) or module:attr")
-    c.add_argument("--profile", default="full")
+    c.add_argument("--profile", default=None, help="certification profile (default: the backend's own, usually full)")
     c.add_argument("--output", default="reports", help="directory for reports (default: reports)")
     c.add_argument("--hypothesis-profile", default=os.environ.get("HYPOTHESIS_PROFILE", "ci"), choices=["ci", "dev", "thorough"])
     c.add_argument("--workers", default="auto", help="pytest-xdist workers (default auto; 0 runs in-process, no crash isolation)")

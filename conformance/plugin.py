@@ -123,10 +123,53 @@ def pytest_configure(config):
         return
     st.run_dir = Path(tempfile.mkdtemp(prefix="conformance-run-"))
     os.environ["CONFORMANCE_RUN_DIR"] = str(st.run_dir)  # inherited by xdist workers
+
+
+def pytest_sessionstart(session):
+    # Not in pytest_configure: xdist registers its "dsession" plugin in its own pytest_configure,
+    # after ours (tryfirst), so only now can the controller tell that it has workers to watch.
+    config = session.config
+    if not _active(config) or _is_worker(config) or not _uses_workers(config):
+        return
+    st = state(config)
     timeout = config.getoption("timeout", default=None) or 0
     hard = config.getoption("conformance_hard_timeout") or (2 * float(timeout) + 10 if timeout else None)
-    if hard and _uses_workers(config):
+    if hard and st.run_dir is not None:
         threading.Thread(target=_watchdog, args=(st, hard), daemon=True, name="conformance-watchdog").start()
+
+
+class CheckTimedOut(BaseException):
+    """The per-check timeout. A BaseException, not pytest.fail's ``Failed``: hypothesis catches
+    ``Failed`` as a test failure, shrinks and replays the example (which hangs again, now with
+    no timer armed); this one it lets through, so the check ends at once as TIMEOUT."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item, settings):
+    """pytest-timeout's signal method, raising CheckTimedOut instead of calling pytest.fail."""
+    if not _active(item.config) or settings.method != "signal":
+        return None
+
+    def on_alarm(signum, frame):
+        raise CheckTimedOut(f"Timeout (>{settings.timeout:g}s): the check did not finish in time")
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, settings.timeout)
+    item.stash[_TIMER_ARMED] = True
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_cancel_timer(item):
+    if not item.stash.get(_TIMER_ARMED, False):
+        return None
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    item.stash[_TIMER_ARMED] = False
+    return True
+
+
+_TIMER_ARMED = pytest.StashKey[bool]()
 
 
 def _marker_name(name: str) -> str:
@@ -213,8 +256,10 @@ def _clause_applies(request):
     recorder = request.getfixturevalue("result")
     spec = state(request.config).specs.clauses.get(clause)
     if spec is not None and backend.family not in spec.applies_to:
+        why = backend.manifest.not_applicable_reason(clause)  # the family's reason, when its adapter gives one
         recorder.not_applicable(
             f"{clause} applies to {', '.join(spec.applies_to)} backends; {backend.name} is a {backend.family} backend"
+            + (f": {why}" if why else "")
         )
     reason = backend.manifest.not_applicable_reason(clause)
     if reason:
@@ -368,6 +413,8 @@ def _classify(report, call, declared: str | None) -> tuple[Category, str]:
 
     if isinstance(exc, HarnessError):
         return Category.HARNESS_ERROR, str(exc)
+    if isinstance(exc, CheckTimedOut):
+        return Category.TIMEOUT, str(exc)
     text = str(report.longrepr)
     if "Timeout" in text and (exc is None or type(exc).__name__ == "Failed"):
         return Category.TIMEOUT, _last_line(text)
@@ -438,6 +485,13 @@ class _Collector:
 
 
 def _record_lost_worker(st: _State, report) -> None:
+    if st.run_dir is not None:  # the dead worker's marker: the watchdog must not kill a reused pid
+        for marker in st.run_dir.glob("*.json"):
+            try:
+                if json.loads(marker.read_text())["nodeid"] == report.nodeid:
+                    marker.unlink(missing_ok=True)
+            except (OSError, ValueError, KeyError):
+                continue
     meta = dict(st.meta.get(report.nodeid) or {"clause": _clause_from_nodeid(report.nodeid)})
     if report.nodeid in st.killed:
         category = Category.TIMEOUT

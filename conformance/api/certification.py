@@ -7,10 +7,11 @@ callable returning one) through the entry-point group ``conformance.backends``.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from .backend import BackendInterface, CompileSpec
 from .scalar_type import DTYPE_NAMES
@@ -105,7 +106,7 @@ class Manifest:
         return None
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, source: str = "manifest") -> "Manifest":
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "manifest") -> Manifest:
         known = {"ops", "compile_specs", "tolerances", "not_applicable", "blob_version"}
         extra = set(data) - known
         if extra:
@@ -127,7 +128,7 @@ class Manifest:
         )
 
     @classmethod
-    def from_toml(cls, path: str | Path) -> "Manifest":
+    def from_toml(cls, path: str | Path) -> Manifest:
         path = Path(path)
         try:
             data = tomllib.loads(path.read_text())
@@ -152,6 +153,9 @@ class BackendUnderTest:
     registry: Callable[[], Any] | None = None
     """Factory of an empty registry of the runtime this backend runs in (REG clauses).
     None: ``conformance.api.BackendRegistry``, the Python runtime's registry."""
+    profile: str = "full"
+    """The certification profile ``certify`` uses when none is named: the largest one that
+    makes sense for this backend (one whose every program costs a compile may name a sample)."""
     family: str = "delegate"
     """Which interface the backend implements: delegate (ExecuTorch-style), torchscript
     (torch._C._jit_to_backend) or lazy (torch.lazy). Clauses name the families they apply to."""
