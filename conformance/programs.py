@@ -23,9 +23,10 @@ import io
 import logging
 import os
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -404,7 +405,7 @@ def build_program(call: Call):
 
     op = _resolve_op(call.op)
     graph = torch.fx.Graph()
-    mode = FakeTensorMode()
+    mode = _fake_mode(FakeTensorMode)
     input_specs, state, fakes = [], {}, {}
     params = [t for t in call.tensors() if t.role == "parameter"]
     inputs = call.inputs()
@@ -471,14 +472,25 @@ def build_program(call: Call):
     return program
 
 
+_FAKE_MODE = None
+
+
+def _fake_mode(factory):
+    """One FakeTensorMode for every built program: creating one costs more than building a program."""
+    global _FAKE_MODE
+    if _FAKE_MODE is None:
+        _FAKE_MODE = factory()
+    return _FAKE_MODE
+
+
 def _as_traced(op, args: list, kwargs: dict) -> tuple[list, dict]:
     """The argument form tracing records: positional arguments positionally, kwarg-only ones
     by name, both without the trailing values that equal the schema's defaults."""
     positional = [a for a in op._schema.arguments if not a.kwarg_only]
-    for schema_arg in positional[len(args) :]:
-        if schema_arg.name not in kwargs:
-            break
-        args.append(kwargs.pop(schema_arg.name))
+    named = [i for i, a in enumerate(positional) if i >= len(args) and a.name in kwargs]
+    for schema_arg in positional[len(args) : (named[-1] + 1 if named else 0)]:
+        # a positional argument skipped by name takes its default, as the dispatcher fills it
+        args.append(kwargs.pop(schema_arg.name) if schema_arg.name in kwargs else schema_arg.default_value)
 
     def is_default(schema_arg, value) -> bool:
         if not schema_arg.has_default_value():

@@ -33,7 +33,13 @@ def _failing(report) -> dict[str, list[dict]]:
 
 def test_reference_passes_everything(certified):
     report = certified["reference"]
-    bad = [(r["id"], r["category"], r.get("message", "")) for r in report["results"] if r["category"] != Category.PASS.value]
+    # Clauses of the other families (torchscript's, lazy's) are NOT_APPLICABLE, with the reason.
+    bad = [
+        (r["id"], r["category"], r.get("message", ""))
+        for r in report["results"]
+        if r["category"] != Category.PASS.value
+        and not (r["category"] == Category.NOT_APPLICABLE.value and "is a delegate backend" in r.get("message", ""))
+    ]
     assert not bad, bad
     assert report["verdict"]["certified"], report["verdict"]
 

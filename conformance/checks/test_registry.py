@@ -107,6 +107,10 @@ def test_REG_006_backend_under_test_registers(backend, result):
     if backend.registry is None:  # the Python runtime: the process-wide default registry too
         process = default_registry()
         existing = process.get_backend_class(backend.name)
+        if existing is None and process.num_registered_backends() >= MAX_BACKENDS:
+            # Other backends certified in this worker process took the 16 slots: not this backend's doing.
+            result.stats(default_registry="full: checked in a fresh registry only")
+            return
         if existing is None:
             _expect(_register(process, backend.name, backend.runtime), Error.Ok, "registering in the default registry")
         if process.get_backend_class(backend.name) is None:

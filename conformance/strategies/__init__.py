@@ -11,7 +11,8 @@ package by operator family and register themselves with ``@signature``.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from hypothesis import strategies as st
 

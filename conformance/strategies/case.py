@@ -7,8 +7,9 @@ per structure) and the reports (``describe`` and ``replay_source``).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -156,7 +157,7 @@ class Call:
         return {"op": self.op, "args": [enc(a) for a in self.args], "kwargs": {k: enc(v) for k, v in self.kwargs.items()}}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> "Call":
+    def from_json(cls, data: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Call:
         """Inverse of ``to_json``; ``arrays["tensor<i>"]`` hold the values (bfloat16 as its uint16 bits)."""
         import ml_dtypes
 

@@ -3,7 +3,8 @@
 A domain says which values an op is defined on (log needs ``positive``); the
 same name means the natural thing for each dtype (for integers ``small`` is
 [-8, 8] clipped to the dtype). Floating domains with specials mix NaN, +-Inf and
--0.0 into otherwise arbitrary finite values of every magnitude.
+-0.0 into otherwise arbitrary finite values of every magnitude; every float domain also
+mixes in LANDMARKS (ties, small integers, large logits) where they fall inside it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from hypothesis.extra import numpy as hnp
 from conformance.api.scalar_type import is_floating, numpy_dtype
 
 SPECIALS = (math.nan, math.inf, -math.inf, -0.0, 0.0)
+LANDMARKS = (0.5, -0.5, 1.5, -2.5, 2.5, 1.0, -1.0, 3.0, 100.0, -100.0, 4096.0)
+"""Values where common kernel bugs show and random floats rarely land: ties (round half to even,
+casts that round instead of truncating), small integers, and logits past exp's float32 range
+(softmax without max subtraction). Mixed into every float domain they fit, so a few examples find them."""
 _FLOAT_INFO = {
     "float16": (16, float(np.finfo(np.float16).max)),
     "bfloat16": (32, float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)),
@@ -29,8 +34,16 @@ _FLOAT_INFO = {
 def _float_elements(dtype: str, domain: str, subnormal: bool) -> st.SearchStrategy[float]:
     width, big = _FLOAT_INFO[dtype]
 
-    def floats(lo=-big, hi=big, **kw):
-        return st.floats(lo, hi, width=width, allow_nan=False, allow_infinity=False, allow_subnormal=None if subnormal else False, **kw)
+    def floats(lo=-big, hi=big, exclude_min=False, exclude_max=False):
+        drawn = st.floats(
+            lo, hi, width=width, allow_nan=False, allow_infinity=False,
+            allow_subnormal=None if subnormal else False, exclude_min=exclude_min, exclude_max=exclude_max,
+        )
+        marks = [
+            v for v in LANDMARKS
+            if (lo < v if exclude_min else lo <= v) and (v < hi if exclude_max else v <= hi)
+        ]
+        return drawn | st.sampled_from(marks) if marks else drawn
 
     specials = st.sampled_from(SPECIALS)
     table = {

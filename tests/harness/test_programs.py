@@ -9,6 +9,8 @@ outputs, lower to byte-identical reference blobs, and compute the same values.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -49,7 +51,12 @@ def test_built_program_equals_the_exported_one(name):
     @given(data=st.data())
     def check(data):
         call = data.draw(calls(spec, dtype, name))
-        built = build_program(call)
+        try:
+            built = build_program(call)
+        except Exception as exc:  # PyTorch's meta kernel refuses it: then torch.export must refuse it too
+            with pytest.raises(Exception, match=re.escape(str(exc).splitlines()[0][:60])):
+                program_for(call, export=True, dynamic=False, cache=CACHE)
+            return
         exported = program_for(call, export=True, dynamic=False, cache=CACHE).exported
         assert _signature(built) == _signature(exported)
         assert any(k == InputKind.USER_INPUT for k, _, _ in _signature(built)[0]) or not call.inputs()
