@@ -47,7 +47,7 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, Union
+from typing import Any
 
 from conformance.api import BackendError, Error, ScalarType
 
@@ -116,7 +116,7 @@ class Dtype:
     code: ScalarType
 
 
-Arg = Union[None, bool, int, float, str, Ref, Dtype, tuple]
+Arg = None | bool | int | float | str | Ref | Dtype | tuple
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,9 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -271,7 +272,9 @@ class ReferenceRuntime(BackendInterface):
                 raise BackendError(
                     Error.Internal, f"{step.op} failed: {type(exc).__name__}: {exc}", debug_handle=step.debug_id
                 ) from exc
-            results = (result,) if len(step.outputs) == 1 else tuple(result or ())
+            # Kernels return a tuple exactly when the op returns several tensors or a Tensor[] (split
+            # into one chunk included); a single tensor is never a tuple.
+            results = () if result is None else tuple(result) if isinstance(result, (tuple, list)) else (result,)
             if len(results) != len(step.outputs):
                 raise BackendError(
                     Error.Internal,

@@ -9,7 +9,7 @@ result dtype and shape.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 Kernel = Callable[..., object]
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from ._dtypes import bfloat16, cast, float16, float64, is_bool, is_float, is_int, opmath
 from ._registry import kernel
-from .unary import blockwise64, erf64, round_from_float64, sigmoid64, to_float_input
+from .unary import blockwise64, erf64, round_from_float64, to_float_input
 
 _HALF_TYPES = (float16, bfloat16)
 
@@ -292,8 +292,12 @@ def glu(self, dim=-1):
     if n % 2:
         raise ValueError(f"glu: halving dimension must be even, but dimension {dim} is size {n}")
     a, b = np.split(c, 2, axis=dim)
+    # glu_kernel (Activation.cpp) computes a * (1 / (1 + exp(-b))) in opmath, not a correctly
+    # rounded sigmoid: exp(-b) overflows to inf for b < -88 in float32, the gate is exactly 0
+    # and inf * 0 is NaN where a float64 sigmoid would give a subnormal gate and inf.
+    one = c.dtype.type(1)
     with np.errstate(all="ignore"):
-        return round_from_float64(blockwise64(lambda p, q: p * sigmoid64(q), a, b), dtype)
+        return cast(a * (one / (one + np.exp(-b))), dtype)
 
 
 @kernel("aten.logit.default")

@@ -78,12 +78,12 @@ def _add_scaled(self, other, alpha, dtype):
 
 
 @kernel("aten.add.Tensor", "aten.add.Scalar")
-def add(self, other, *, alpha=1):
+def add(self, other, alpha=1):  # alpha positional in the .Scalar schema, keyword-only in .Tensor's
     return _add_scaled(self, other, alpha, result_type(self, other))
 
 
 @kernel("aten.sub.Tensor", "aten.sub.Scalar")
-def sub(self, other, *, alpha=1):
+def sub(self, other, alpha=1):  # alpha positional in the .Scalar schema, keyword-only in .Tensor's
     dtype = result_type(self, other)
     if is_bool(dtype):
         raise TypeError("sub: subtraction of bool tensors is not supported; use logical_xor")
@@ -91,7 +91,7 @@ def sub(self, other, *, alpha=1):
 
 
 @kernel("aten.rsub.Scalar", "aten.rsub.Tensor")
-def rsub(self, other, *, alpha=1):
+def rsub(self, other, alpha=1):  # alpha positional in the .Scalar schema, keyword-only in .Tensor's
     """other - alpha * self."""
     dtype = result_type(self, other)
     if is_bool(dtype):
@@ -208,9 +208,11 @@ def pow(self, exponent):  # noqa: A001 - ATen's name
             shortcut = _POW_SHORTCUTS.get(exponent)
             if shortcut is not None:
                 return cast(shortcut(base), dtype)
-        # A full-shape exponent keeps NumPy off its own scalar shortcuts, so this is IEEE pow.
-        exp = np.broadcast_to(exp, np.broadcast_shapes(base.shape, exp.shape))
-        return cast(np.power(base, exp), dtype)
+        # A full-shape, at-least-1-d exponent keeps NumPy off its own scalar shortcuts (it takes
+        # them for a 0-d exponent too: pow(-inf, 0.5) would be sqrt's NaN), so this is IEEE pow.
+        shape = np.broadcast_shapes(base.shape, exp.shape)
+        exp = np.broadcast_to(exp, shape).reshape(-1) if shape == () else np.broadcast_to(exp, shape)
+        return cast(np.power(base.reshape(-1) if shape == () else base, exp).reshape(shape), dtype)
 
 
 @kernel("aten.maximum.default")

@@ -106,7 +106,6 @@ def _transposed(x: np.ndarray, w: np.ndarray, stride, padding, dilation, output_
     of the columns and one after each tap's addition. oneDNN's float32
     deconvolution sums in its own order, within the op's tolerance.
     """
-    dims = w.ndim - 2
     n, c = x.shape[:2]
     cg = c // groups
     og = w.shape[1]

@@ -198,7 +198,7 @@ def cat(tensors, dim=0):
         return np.empty((0,), dtype)
     d = wrap_dim(dim, parts[0].ndim)
     ref = parts[0].shape
-    for i, t in enumerate(parts):
+    for t in parts:
         if t.ndim != len(ref) or any(a != b for k, (a, b) in enumerate(zip(t.shape, ref)) if k != d):
             raise ValueError(f"cat: sizes of tensors must match except in dimension {d}: {list(ref)} vs {list(t.shape)}")
     return np.concatenate(_converted(parts, dtype), axis=d)
