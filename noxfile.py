@@ -6,6 +6,8 @@ nothing installed would pull a multi-GB CUDA build.
     nox -s tests                        # the project's own tests (what CI runs)
     nox -s certify -- reference         # certify a backend: reports/reference/report.{json,md}
     nox -s certify -- mybackend --install ./mybackend-package --profile core-fp32
+    nox -s certify -- executorch-xnnpack   # real backends: installs the executorch extra itself
+    nox -s certify_real                 # every real backend into reports/ (about an hour)
     nox -s bench                        # reference kernels vs eager, ratios
 """
 
@@ -20,9 +22,9 @@ PYTHON = "3.11"
 TORCH = "torch==2.13.0"
 
 
-def _install(session: nox.Session, *extra: str) -> None:
+def _install(session: nox.Session, project: str = ".") -> None:
     session.install(TORCH)
-    session.install("-e", ".", *extra)
+    session.install("-e", project)
 
 
 def _ensure_chromium(session: nox.Session) -> None:
@@ -38,10 +40,25 @@ def _ensure_chromium(session: nox.Session) -> None:
     session.run("apt-get", "install", "-y", "-qq", "chromium", external=True, env={"DEBIAN_FRONTEND": "noninteractive"})
 
 
+EXTRAS = {"executorch-xnnpack": "executorch", "executorch-portable": "executorch"}
+SLOW_CHECKS = {"torch-aoti": ["--timeout", "900"]}
+"""A NUM check of AOTInductor compiles up to ~10 C++ packages on a cold cache."""
+"""Backends whose runtime comes from an optional extra of this package."""
+REAL_BACKENDS = (
+    "executorch-xnnpack",
+    "executorch-portable",
+    "torch-lazy-ts",
+    "torch-aoti",
+    "torchscript-backend-with-compiler-demo",
+    "torchscript-test-backend",
+)
+
+
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """The project's tests: contract, reference vs eager, harness self-proof, reports."""
-    _install(session)
+    """The project's tests: contract, reference vs eager, harness self-proof, reports, and a
+    short certification of every real backend (ExecuTorch from the optional extra)."""
+    _install(session, ".[executorch]")
     session.install("setuptools>=68", "wheel")  # the entry-point test builds a throwaway package
     _ensure_chromium(session)
     # loadgroup keeps the tests that share the seeded-backend session in one worker.
@@ -52,15 +69,36 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def certify(session: nox.Session) -> None:
     """Certify a backend: nox -s certify -- NAME [--install PKG ...] [--profile P] [--output DIR] [-- pytest args]."""
-    _install(session)
     args = list(session.posargs)
+    names = [a for a in args if not a.startswith("-")][:1]
+    _install(session, f".[{EXTRAS[names[0]]}]" if names and names[0] in EXTRAS else ".")
     while "--install" in args:  # the backend's own package, into this session's environment
         i = args.index("--install")
         session.install(args[i + 1])
         del args[i : i + 2]
     if not args:
         session.error("name the backend to certify: nox -s certify -- reference")
+    if names and names[0] in SLOW_CHECKS and "--timeout" not in args:
+        args[1:1] = SLOW_CHECKS[names[0]]
     session.run("python", "-m", "conformance", "certify", *args)
+
+
+@nox.session(python=PYTHON)
+def certify_real(session: nox.Session) -> None:
+    """Certify every real backend with its own profile into reports/, then the scoreboard (~1 h)."""
+    _install(session, ".[executorch]")
+    names = session.posargs or REAL_BACKENDS
+    for name in names:
+        session.run("python", "-m", "conformance", "certify", name, *SLOW_CHECKS.get(name, []), "--output", "reports", success_codes=[0, 1])
+    session.run("python", "-m", "conformance", "scoreboard", *[f"reports/{n}/report.json" for n in REAL_BACKENDS + ("reference",)
+                if __import__("pathlib").Path(f"reports/{n}/report.json").exists()], "--output", "reports")
+
+
+@nox.session(python=PYTHON)
+def tests_thorough(session: nox.Session) -> None:
+    """The reference against eager with the thorough hypothesis profile (hours: a nightly job)."""
+    _install(session)
+    session.run("python", "-m", "pytest", "tests/reference", "-n", "auto", env={"HYPOTHESIS_PROFILE": "thorough"})
 
 
 @nox.session(python=PYTHON)
