@@ -18,8 +18,9 @@ unwritten output is a CONTRACT_VIOLATION.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

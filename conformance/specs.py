@@ -14,10 +14,11 @@ import functools
 import hashlib
 import os
 import tomllib
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from conformance.api.scalar_type import DTYPE_NAMES
 
@@ -170,7 +171,7 @@ def specs_root() -> Path:
     return Path(str(importlib.resources.files("conformance_specs")))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load(root: str | Path | None = None) -> Specs:
     root = Path(root) if root is not None else specs_root()
     if not (root / "interface.toml").exists():

@@ -6,8 +6,9 @@ Mirrors exir/backend/backend_details.py and runtime/backend/interface.h.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .errors import Error
 from .memory import FreeableBuffer
@@ -54,13 +55,13 @@ class BackendDetails(ABC):
 
     @staticmethod
     @abstractmethod
-    def preprocess(edge_program: "ExportedProgram", compile_specs: list[CompileSpec]) -> PreprocessResult:
+    def preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) -> PreprocessResult:
         """Turn ``edge_program`` into a blob. Must not modify ``edge_program``."""
 
     @classmethod
     def preprocess_multimethod(
         cls,
-        edge_programs: Mapping[str, list["ExportedProgram"]],
+        edge_programs: Mapping[str, list[ExportedProgram]],
         compile_specs: Mapping[str, list[list[CompileSpec]]],
     ) -> dict[str, list[PreprocessResult]]:
         """Preprocess every partition of every method; result[m][i] belongs to edge_programs[m][i].
@@ -97,11 +98,11 @@ class BackendInterface(ABC):
         """Whether the hardware or library this backend needs is present."""
 
     @abstractmethod
-    def init(self, context: "BackendInitContext", processed: FreeableBuffer, compile_specs: list[CompileSpec]) -> Any:
+    def init(self, context: BackendInitContext, processed: FreeableBuffer, compile_specs: list[CompileSpec]) -> Any:
         """Build a handle from the processed blob. The runtime may free ``processed`` afterwards."""
 
     @abstractmethod
-    def execute(self, context: "BackendExecutionContext", handle: Any, args: list["EValue"]) -> Error:
+    def execute(self, context: BackendExecutionContext, handle: Any, args: list[EValue]) -> Error:
         """Run ``handle`` on ``args`` (inputs then outputs); return ``Error.Ok`` on success."""
 
     @abstractmethod

@@ -9,8 +9,8 @@ RECORD_BACKEND_EVENT_TO_EDGE_PROFILER).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from .memory import MemoryAllocator
 from .named_data import NamedDataMap

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import mmap
-from typing import Callable
+from collections.abc import Callable
 
 POISON_BYTE = 0xDD
 

@@ -9,9 +9,9 @@ preprocess adds bytes under a key and returns the store's output in its
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 from .errors import BackendError, Error
 from .memory import FreeableBuffer, _is_power_of_two

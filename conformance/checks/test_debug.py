@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from conformance.api import BackendError
-from conformance.driver import Driver, describe_exception
+from conformance.driver import Driver
 from conformance.results import Category, CheckFailure
 
 from . import _support as support

@@ -9,7 +9,8 @@ that did not run or were refused cleanly are <skipped> with their category.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 from xml.etree import ElementTree as ET
 
 from conformance.results import FAILURES, INCONCLUSIVE, Category

@@ -15,8 +15,9 @@ import os
 import platform
 import sys
 from collections import Counter
-from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from conformance import __version__
 from conformance.results import FAILURES, INCONCLUSIVE, Category
@@ -92,8 +93,8 @@ def results_document(state, backend_name: str, records: Iterable[Mapping[str, An
             "tag": config.getoption("conformance_tag"),
             "hypothesis_profile": hypothesis_profile or "ci",
             "hypothesis_seed": config.getoption("hypothesis_seed", default=None),
-            "started": datetime.fromtimestamp(state.started, timezone.utc).isoformat(timespec="seconds"),
-            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "started": datetime.fromtimestamp(state.started, UTC).isoformat(timespec="seconds"),
+            "finished": datetime.now(UTC).isoformat(timespec="seconds"),
             "command": " ".join(sys.argv),
         },
         "results": results,

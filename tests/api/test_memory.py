@@ -28,7 +28,7 @@ def test_freeable_buffer_free_is_idempotent_and_poisons_retained_views():
     buf.free()
     assert buf.freed
     with pytest.raises(ValueError):
-        buf.data
+        _ = buf.data
     assert bytes(kept) == bytes([POISON_BYTE]) * 8
     assert source == bytes(range(8))  # the caller's bytes are untouched
 

@@ -47,7 +47,7 @@ def test_backend_error_refuses_ok_and_unknown_codes(code):
 def test_compile_spec_is_frozen_and_typed():
     spec = CompileSpec("k", bytearray(b"v"))
     assert spec.value == b"v"
-    with pytest.raises(Exception):
+    with pytest.raises(AttributeError):  # frozen dataclass: FrozenInstanceError
         spec.key = "other"
     with pytest.raises(TypeError):
         CompileSpec("k", "text")
