@@ -210,9 +210,12 @@ def pow(self, exponent):  # noqa: A001 - ATen's name
                 return cast(shortcut(base), dtype)
         # A full-shape, at-least-1-d exponent keeps NumPy off its own scalar shortcuts (it takes
         # them for a 0-d exponent too: pow(-inf, 0.5) would be sqrt's NaN), so this is IEEE pow.
+        # NumPy's float32 pow loop also departs from C's powf at -inf ** 0.5 (NaN, powf gives inf):
+        # float32 and the half types (whose opmath is float32) compute in float64, rounded once.
         shape = np.broadcast_shapes(base.shape, exp.shape)
-        exp = np.broadcast_to(exp, shape).reshape(-1) if shape == () else np.broadcast_to(exp, shape)
-        return cast(np.power(base.reshape(-1) if shape == () else base, exp).reshape(shape), dtype)
+        b = np.broadcast_to(base.astype(np.float64), shape).reshape(-1)
+        e = np.broadcast_to(exp.astype(np.float64), shape).reshape(-1)
+        return cast(np.power(b, e).reshape(shape), dtype)
 
 
 @kernel("aten.maximum.default")
