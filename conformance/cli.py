@@ -87,7 +87,9 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
         for stale in results_dir.glob("*.json"):
             stale.unlink()
     baseline = _load_json(ns.baseline, "baseline") if ns.baseline else None
-    env = dict(os.environ)
+    # A certify run started from inside a pytest-xdist worker (a CI test) must not inherit its
+    # identity: pytest-benchmark disables itself wherever PYTEST_XDIST_WORKER is set.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     env["HYPOTHESIS_PROFILE"] = ns.hypothesis_profile
     common = [
         "--pyargs",
