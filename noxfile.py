@@ -27,6 +27,13 @@ def _install(session: nox.Session, project: str = ".") -> None:
     session.install("-e", project)
 
 
+def _reports() -> list[str]:
+    """Every checked-in report, for the scoreboard."""
+    from pathlib import Path
+
+    return [str(p) for p in sorted(Path("reports").glob("*/report.json"))]
+
+
 def _ensure_chromium(session: nox.Session) -> None:
     """The HTML report tests load pages in a real headless Chromium (Debian's package)."""
     import os
@@ -90,8 +97,7 @@ def certify_real(session: nox.Session) -> None:
     names = session.posargs or REAL_BACKENDS
     for name in names:
         session.run("python", "-m", "conformance", "certify", name, *SLOW_CHECKS.get(name, []), "--output", "reports", success_codes=[0, 1])
-    session.run("python", "-m", "conformance", "scoreboard", *[f"reports/{n}/report.json" for n in REAL_BACKENDS + ("reference",)
-                if __import__("pathlib").Path(f"reports/{n}/report.json").exists()], "--output", "reports")
+    session.run("python", "-m", "conformance", "scoreboard", *_reports(), "--output", "reports")
 
 
 @nox.session(python=PYTHON)
@@ -112,8 +118,7 @@ def report(session: nox.Session) -> None:
 def scoreboard(session: nox.Session) -> None:
     """Backends side by side: nox -s scoreboard -- reports/*/report.json."""
     _install(session)
-    reports = session.posargs or [str(p) for p in sorted(__import__("pathlib").Path("reports").glob("*/report.json"))]
-    session.run("python", "-m", "conformance", "scoreboard", *reports, "--output", "reports")
+    session.run("python", "-m", "conformance", "scoreboard", *(session.posargs or _reports()), "--output", "reports")
 
 
 @nox.session(python=PYTHON)

@@ -485,13 +485,9 @@ class _Collector:
 
 
 def _record_lost_worker(st: _State, report) -> None:
-    if st.run_dir is not None:  # the dead worker's marker: the watchdog must not kill a reused pid
-        for marker in st.run_dir.glob("*.json"):
-            try:
-                if json.loads(marker.read_text())["nodeid"] == report.nodeid:
-                    marker.unlink(missing_ok=True)
-            except (OSError, ValueError, KeyError):
-                continue
+    for marker, info in _markers(st):  # the dead worker's: the watchdog must not kill a reused pid
+        if info["nodeid"] == report.nodeid:
+            marker.unlink(missing_ok=True)
     meta = dict(st.meta.get(report.nodeid) or {"clause": _clause_from_nodeid(report.nodeid)})
     if report.nodeid in st.killed:
         category = Category.TIMEOUT
@@ -511,17 +507,24 @@ def _clause_from_nodeid(nodeid: str) -> str | None:
     return f"{match.group(1)}-{match.group(2)}" if match else None
 
 
+def _markers(st: _State):
+    """(path, {nodeid, start, pid}) of every check a worker is running now."""
+    if st.run_dir is None:
+        return
+    for marker in st.run_dir.glob("*.json"):
+        try:
+            yield marker, json.loads(marker.read_text())
+        except (OSError, ValueError):  # being written or just removed
+            continue
+
+
 def _watchdog(st: _State, hard_timeout: float) -> None:
     """Kill a worker whose check runs past ``hard_timeout``; xdist then reports it lost."""
     while True:
         time.sleep(0.25)
         if st.run_dir is None or not st.run_dir.exists():
             return
-        for marker in st.run_dir.glob("*.json"):
-            try:
-                info = json.loads(marker.read_text())
-            except (OSError, ValueError):
-                continue
+        for marker, info in _markers(st):
             elapsed = time.time() - info["start"]
             if elapsed > hard_timeout and info["nodeid"] not in st.killed:
                 st.killed[info["nodeid"]] = elapsed

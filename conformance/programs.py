@@ -18,6 +18,7 @@ order), as ExecuTorch's to_edge does; plain torch.export leaves none.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import io
 import logging
@@ -392,7 +393,6 @@ def build_program(call: Call):
 
     import torch
     import torch.utils._pytree as pytree
-    from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
     from torch.export.graph_signature import (
         ExportGraphSignature,
@@ -405,7 +405,7 @@ def build_program(call: Call):
 
     op = _resolve_op(call.op)
     graph = torch.fx.Graph()
-    mode = _fake_mode(FakeTensorMode)
+    mode = _fake_mode()
     input_specs, state, fakes = [], {}, {}
     params = [t for t in call.tensors() if t.role == "parameter"]
     inputs = call.inputs()
@@ -472,15 +472,12 @@ def build_program(call: Call):
     return program
 
 
-_FAKE_MODE = None
-
-
-def _fake_mode(factory):
+@functools.cache
+def _fake_mode():
     """One FakeTensorMode for every built program: creating one costs more than building a program."""
-    global _FAKE_MODE
-    if _FAKE_MODE is None:
-        _FAKE_MODE = factory()
-    return _FAKE_MODE
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return FakeTensorMode()
 
 
 def _as_traced(op, args: list, kwargs: dict) -> tuple[list, dict]:

@@ -114,6 +114,16 @@ def opmath(dtype: np.dtype) -> np.dtype:
     return float32 if dtype in (float16, bfloat16) else dtype
 
 
+def acc_type(dtype: np.dtype) -> np.dtype:
+    """The type CPU kernels accumulate products in (at::acc_type): half types in float32,
+    integers in int64, float32 and float64 in themselves."""
+    if dtype in (float16, bfloat16):
+        return float32
+    if is_int(dtype):
+        return int64
+    return dtype
+
+
 def float_result(dtype: np.dtype) -> np.dtype:
     """Result dtype of an op that always returns floating point (sin of an int is float32)."""
     return dtype if is_float(dtype) else DEFAULT_FLOAT

@@ -22,7 +22,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ._dtypes import bfloat16, cast, float16, float32, int64, is_bool, is_int
+from ._dtypes import acc_type, bfloat16, cast, float16, float32, int64, is_bool, is_int
 from ._registry import kernel
 
 
@@ -34,14 +34,6 @@ def _per_dim(name: str, values, dims: int) -> list[int]:
     if len(values) != dims:
         raise ValueError(f"convolution: {name} must have 1 or {dims} entries, got {values}")
     return values
-
-
-def _compute_type(dtype: np.dtype) -> np.dtype:
-    if dtype in (float16, bfloat16):
-        return float32
-    if is_int(dtype):
-        return int64
-    return dtype
 
 
 def _pad(x: np.ndarray, padding) -> np.ndarray:
@@ -155,7 +147,7 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     channels = input.shape[1]
     if groups < 1 or channels % groups:
         raise ValueError(f"convolution: groups={groups} must divide the {channels} input channels")
-    compute = _compute_type(dtype)
+    compute = acc_type(dtype)
     x, w = input.astype(compute, copy=False), weight.astype(compute, copy=False)
     if is_int(dtype) and dtype != int64 and max(dilation) > 1 and not transposed:
         # ATen routes dilated integer convolutions to slow_conv_dilated, which dispatches int64 only.

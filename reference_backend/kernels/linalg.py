@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._dtypes import bfloat16, cast, float16, float32, float64, int64, is_bool, is_int
+from ._dtypes import acc_type, bfloat16, cast, float16, float32, float64, int64, is_bool, is_int
 from ._registry import kernel
 
 
@@ -32,17 +32,9 @@ def _common_dtype(name: str, *tensors: np.ndarray) -> np.dtype:
     return dtype
 
 
-def _compute_type(dtype: np.dtype) -> np.dtype:
-    if dtype in (float16, bfloat16):
-        return float32
-    if is_int(dtype):
-        return int64
-    return dtype
-
-
 def _product(a: np.ndarray, b: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """a @ b in the compute type of ``dtype`` (BLAS for float32/float64), not yet rounded."""
-    compute = _compute_type(dtype)
+    compute = acc_type(dtype)
     return np.matmul(a.astype(compute, copy=False), b.astype(compute, copy=False))
 
 

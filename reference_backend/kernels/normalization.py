@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from ._dtypes import bfloat16, cast, float16, float32, float64, is_float
+from ._dtypes import bfloat16, cast, float16, float64, is_float, opmath
 from ._fma import fma
 from ._registry import kernel
 
@@ -39,11 +39,6 @@ def _check_float(name: str, x: np.ndarray) -> np.dtype:
     if not is_float(x.dtype):
         raise TypeError(f"{name}: expected a floating point input, got {x.dtype}")
     return x.dtype
-
-
-def _acc(dtype: np.dtype) -> np.dtype:
-    """ATen's opmath type: float32 for half types, else the dtype itself."""
-    return float32 if dtype in (float16, bfloat16) else dtype
 
 
 def _moments(rows: np.ndarray, compute: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -80,7 +75,7 @@ def _native_batch_norm_legit_no_training(input, weight, bias, running_mean, runn
     for name, t in (("weight", weight), ("bias", bias), ("running_mean", running_mean), ("running_var", running_var)):
         if t is not None and t.size != channels:
             raise ValueError(f"batch_norm: {name} must have {channels} elements, got shape {list(t.shape)}")
-    compute = _acc(dtype)
+    compute = opmath(dtype)
     shape = (1, channels) + (1,) * (input.ndim - 2)
     with np.errstate(all="ignore"):
         # batch_norm_cpu_collect_linear_and_constant_terms: eps is cast to opmath first.
@@ -111,7 +106,7 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):  # noqa: A002
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and tuple(t.shape) != normalized_shape:
             raise ValueError(f"layer_norm: {name} must have shape {list(normalized_shape)}, got {list(t.shape)}")
-    compute = _acc(dtype)
+    compute = opmath(dtype)
     m, n = math.prod(input.shape[:axis]), math.prod(normalized_shape)
     rows = input.reshape(m, n)
     stats_shape = input.shape[:axis] + (1,) * len(normalized_shape)
@@ -153,7 +148,7 @@ def native_group_norm(input, weight, bias, N, C, HxW, group, eps):  # noqa: A002
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and t.size != c:
             raise ValueError(f"group_norm: {name} must have {c} elements, got shape {list(t.shape)}")
-    compute = _acc(dtype)
+    compute = opmath(dtype)
     d = c // g
     groups = input.reshape(n * g, d * hw)
     with np.errstate(all="ignore"):
