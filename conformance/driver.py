@@ -39,6 +39,7 @@ from conformance.api import (
     NamedDataStoreOutput,
     PreprocessResult,
 )
+from conformance.api.tensors import with_layout
 from conformance.results import Category, CheckFailure
 
 RUNTIME_CAPACITY = 1 << 30
@@ -167,10 +168,11 @@ class Driver:
         *,
         temp_allocator: MemoryAllocator | None = None,
         args: list[EValue] | None = None,
+        layout: str = "contiguous",
     ) -> Execution:
         outputs = [sentinel_like(e) for e in expected_like]
         if args is None:
-            args = [EValue(np.array(a, copy=True)) for a in inputs] + [EValue(o) for o in outputs]
+            args = [EValue(with_layout(a, layout)) for a in inputs] + [EValue(o) for o in outputs]
         tracer = EventTracer()
         temp = temp_allocator if temp_allocator is not None else MemoryAllocator(TEMP_CAPACITY)
         context = BackendExecutionContext(temp_allocator=temp, event_tracer=tracer, method_name="forward")
@@ -212,11 +214,14 @@ class Driver:
 
     # -- the whole path -------------------------------------------------------------------
 
-    def run(self, exported, inputs: Sequence[np.ndarray], expected_like: Sequence[np.ndarray]) -> RunResult:
+    def run(
+        self, exported, inputs: Sequence[np.ndarray], expected_like: Sequence[np.ndarray], *, layout: str = "contiguous"
+    ) -> RunResult:
+        """preprocess -> init -> execute -> destroy; inputs reach the backend in ``layout`` (INPUT_LAYOUTS)."""
         result, preprocess_ns = self.preprocess(exported)
         loaded = self.init(result)
         try:
-            execution = self.execute(loaded, inputs, expected_like)
+            execution = self.execute(loaded, inputs, expected_like, layout=layout)
         finally:
             self.destroy(loaded)
         return RunResult(

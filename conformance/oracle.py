@@ -5,17 +5,22 @@ assert_close defaults), then the op spec's override, then a loosening the
 backend declares in its manifest. The chosen tolerance says where it came from,
 so a report can print it with its reason.
 
-Rules: shapes and dtypes must match exactly; integers and bools exactly; for
-floating point, NaN must be where NaN is expected, infinities must match in
-position and sign, and finite values must satisfy |a - e| <= atol + rtol * |e|.
-Every comparison records max abs error, max ULP distance, MAE, SNR and the
-worst index, pass or fail.
+Rules: shapes and dtypes must match exactly; integers and bools exactly (with
+exact statistics, int64 extremes included); for floating point, NaN must be
+where NaN is expected, infinities must match in position and sign, and a finite
+element passes when it is within ``ulp`` ULP of the expected value or within
+``atol + rtol * |e|`` -- an absolute tolerance never passes an element that is
+off by 100% or more of a nonzero expected value (except for ops whose spec says
+they accumulate, where cancellation makes absolute error the measure). Ops the
+spec marks ``exact`` (correctly rounded) compare bit for bit, and ops marked
+``signed_zero`` compare the sign of zero. Every comparison records max abs
+error, max ULP distance, MAE, SNR and the worst index, pass or fail.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import ml_dtypes
@@ -25,13 +30,17 @@ from conformance.api.scalar_type import dtype_name, is_floating
 from conformance.specs import OpSpec, Tolerance
 
 DEFAULT_TOLERANCES: dict[str, Tolerance] = {
-    # torch.testing.assert_close defaults (torch/testing/_comparison.py)
-    "float16": Tolerance(atol=1e-5, rtol=1e-3, reason="torch.testing default"),
-    "bfloat16": Tolerance(atol=1e-5, rtol=1.6e-2, reason="torch.testing default"),
-    "float32": Tolerance(atol=1e-5, rtol=1.3e-6, reason="torch.testing default"),
-    "float64": Tolerance(atol=1e-7, rtol=1e-7, reason="torch.testing default"),
+    # torch.testing.assert_close's defaults for the half and single types (torch/testing/_comparison.py),
+    # with a relative floor (see Tolerance) so that atol cannot pass a result that is wholly wrong.
+    "float16": Tolerance(atol=1e-5, rtol=1e-3, ulp=1, reason="torch.testing default"),
+    "bfloat16": Tolerance(atol=1e-5, rtol=1.6e-2, ulp=1, reason="torch.testing default"),
+    "float32": Tolerance(atol=1e-5, rtol=1.3e-6, ulp=1, reason="torch.testing default"),
+    # torch.testing allows 1e-7 for float64, which a computation done in float32 (relative error
+    # ~6e-8) passes. 1e-12 is ~4,500 ULP: far above libm differences, far below float32's error.
+    "float64": Tolerance(atol=1e-12, rtol=1e-12, ulp=1, reason="float64 default: fails a float32 computation"),
 }
 EXACT = Tolerance(atol=0.0, rtol=0.0, reason="integers and bools compare exactly")
+CORRECTLY_ROUNDED = "correctly rounded in IEEE arithmetic (op spec exact = true): bit for bit"
 
 
 def tolerance_for(spec: OpSpec | None, dtype: str, manifest=None, op: str | None = None) -> Tolerance:
@@ -39,14 +48,20 @@ def tolerance_for(spec: OpSpec | None, dtype: str, manifest=None, op: str | None
     if not is_floating(dtype):
         return EXACT
     tol = DEFAULT_TOLERANCES[dtype]
-    if spec is not None and dtype in spec.tolerances:
-        tol = spec.tolerances[dtype]
+    if spec is not None:
+        if dtype in spec.tolerances:
+            tol = spec.tolerances[dtype]
+        elif spec.exact:
+            tol = Tolerance(atol=0.0, rtol=0.0, ulp=0, reason=CORRECTLY_ROUNDED, source=f"op spec {spec.name}")
+        tol = replace(tol, relative_floor=not spec.accumulates, signed_zero=spec.signed_zero)
     if manifest is not None:
         loosening = manifest.loosening(op or (spec.name if spec else ""), dtype)
-        if loosening is not None and (loosening.atol is not None or loosening.rtol is not None):
-            tol = Tolerance(
+        if loosening is not None:
+            tol = replace(
+                tol,
                 atol=max(tol.atol, loosening.atol or 0.0),
                 rtol=max(tol.rtol, loosening.rtol or 0.0),
+                ulp=max(tol.ulp, loosening.ulp or 0),
                 reason=loosening.reason,
                 source="backend manifest",
             )
@@ -63,7 +78,8 @@ class Comparison:
     shape: tuple[int, ...]
     total: int = 0
     mismatched: int = 0
-    max_abs: float = 0.0
+    max_abs: float | int = 0.0
+    """Largest |actual - expected| over finite pairs; an exact Python int for integer dtypes."""
     max_ulp: float = 0.0
     mae: float = 0.0
     snr_db: float | None = None
@@ -72,6 +88,7 @@ class Comparison:
     actual_at_worst: Any = None
     atol: float = 0.0
     rtol: float = 0.0
+    ulp: int = 0
 
     def stats(self) -> dict[str, Any]:
         """JSON-ready statistics (no verdict text)."""
@@ -96,6 +113,8 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, np.integer):
         return int(v)
     f = float(v)
+    if f == 0.0:
+        return "-0.0" if math.copysign(1.0, f) < 0 else 0.0
     return f if math.isfinite(f) else str(f)
 
 
@@ -109,17 +128,48 @@ def _ordered_ints(x: np.ndarray) -> np.ndarray:
 
 
 def ulp_distance(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
-    return np.abs(_ordered_ints(actual) - _ordered_ints(expected)).astype(np.float64)
+    """|ordered(actual) - ordered(expected)| as float64; inf where the int64 difference overflows."""
+    a, e = _ordered_ints(actual), _ordered_ints(expected)
+    with np.errstate(over="ignore"):
+        d = a - e
+    overflow = ((a ^ e) < 0) & ((d ^ a) < 0)
+    return np.where(overflow, np.inf, np.abs(d).astype(np.float64))
+
+
+def _integer_comparison(actual: np.ndarray, expected: np.ndarray, base: dict) -> Comparison:
+    """Exact verdict and exact statistics: differences of int64 extremes computed in Python ints."""
+    total = int(expected.size)
+    wrong = actual != expected
+    mismatched = int(wrong.sum())
+    if not mismatched:
+        return Comparison(True, "exact", total=total, max_abs=0, **base)
+    flat_a, flat_e = actual[wrong].tolist(), expected[wrong].tolist()
+    diffs = [abs(int(x) - int(y)) for x, y in zip(flat_a, flat_e)]
+    k = max(range(len(diffs)), key=diffs.__getitem__)
+    worst = tuple(int(i) for i in np.argwhere(wrong)[k])
+    return Comparison(
+        ok=False,
+        message=f"{mismatched}/{total} elements differ; worst at {list(worst)}: got {flat_a[k]!r}, expected {flat_e[k]!r}",
+        total=total,
+        mismatched=mismatched,
+        max_abs=diffs[k],
+        mae=sum(diffs) / total,
+        worst_index=worst,
+        expected_at_worst=expected[worst],
+        actual_at_worst=actual[worst],
+        **base,
+    )
 
 
 def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> Comparison:
+    """Compare one output; the verdict follows ``tol`` (see Tolerance), the statistics are always full."""
     actual = np.asarray(actual)
     expected = np.asarray(expected)
     try:
         dtype = dtype_name(expected.dtype)
     except ValueError:
         dtype = str(expected.dtype)
-    base = dict(dtype=dtype, shape=tuple(expected.shape), atol=tol.atol, rtol=tol.rtol)
+    base = dict(dtype=dtype, shape=tuple(expected.shape), atol=tol.atol, rtol=tol.rtol, ulp=tol.ulp)
     if actual.shape != expected.shape:
         return Comparison(False, f"shape {list(actual.shape)} != expected {list(expected.shape)}", **base)
     if actual.dtype != expected.dtype:
@@ -127,36 +177,28 @@ def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> Compari
     total = int(expected.size)
     if total == 0:
         return Comparison(True, "empty", total=0, **base)
-
     if not is_floating(dtype):
-        wrong = actual != expected
-        mismatched = int(wrong.sum())
-        diff = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
-        worst = np.unravel_index(int(np.argmax(diff)), expected.shape) if mismatched else None
-        return Comparison(
-            ok=mismatched == 0,
-            message="exact" if not mismatched else f"{mismatched}/{total} elements differ",
-            total=total,
-            mismatched=mismatched,
-            max_abs=float(diff.max()),
-            mae=float(diff.mean()),
-            worst_index=tuple(int(i) for i in worst) if worst is not None else None,
-            expected_at_worst=expected[worst] if worst is not None else None,
-            actual_at_worst=actual[worst] if worst is not None else None,
-            **base,
-        )
+        return _integer_comparison(actual, expected, base)
 
     a = actual.astype(np.float64)
     e = expected.astype(np.float64)
     a_nan, e_nan = np.isnan(a), np.isnan(e)
     a_inf, e_inf = np.isinf(a), np.isinf(e)
     finite = ~(e_nan | e_inf | a_nan | a_inf)
+    ulps = ulp_distance(_as_binary(actual), _as_binary(expected))
+    ulps = np.where(finite | (a == e), ulps, np.inf)
+    ulps = np.where(e_nan & a_nan, 0.0, ulps)
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.where(finite, np.abs(a - e), 0.0)
-        allowed = tol.atol + tol.rtol * np.abs(e)
-    bad = (a_nan != e_nan) | (e_inf & (a != e)) | (a_inf & ~e_inf) | (finite & (diff > allowed))
-    ulps = np.where(finite | (a == e), ulp_distance(_as_binary(actual), _as_binary(expected)), np.inf)
-    ulps = np.where(e_nan & a_nan, 0.0, ulps)
+        within = diff <= tol.atol + tol.rtol * np.abs(e)
+        if tol.relative_floor:
+            within &= ~((e != 0) & (diff >= np.abs(e)))
+    within |= ulps <= tol.ulp
+    zero_sign = (a == 0) & (e == 0) & (np.signbit(a) != np.signbit(e)) if tol.signed_zero else np.zeros_like(finite)
+    nan_bad = a_nan != e_nan
+    inf_bad = (e_inf & (a != e)) | (a_inf & ~e_inf)
+    fin_bad = finite & ~within
+    bad = nan_bad | inf_bad | fin_bad | zero_sign
     mismatched = int(bad.sum())
     # The worst element: a violated one if any, the largest |error| otherwise.
     score = np.where(bad, np.inf, diff)
@@ -167,17 +209,18 @@ def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> Compari
         snr = math.inf if noise == 0 else (10 * math.log10(signal / noise) if signal > 0 else -math.inf)
     if mismatched:
         kinds = []
-        if int((a_nan != e_nan).sum()):
-            kinds.append(f"{int((a_nan != e_nan).sum())} NaN mismatches")
-        inf_bad = int(((e_inf & (a != e)) | (a_inf & ~e_inf)).sum())
-        if inf_bad:
-            kinds.append(f"{inf_bad} infinity mismatches")
-        fin_bad = int((finite & (diff > allowed)).sum())
-        if fin_bad:
-            kinds.append(f"{fin_bad} beyond atol={tol.atol:g} rtol={tol.rtol:g}")
+        for count, what in (
+            (int(nan_bad.sum()), "NaN mismatches"),
+            (int(inf_bad.sum()), "infinity mismatches"),
+            (int(fin_bad.sum()), f"beyond atol={tol.atol:g} rtol={tol.rtol:g} ulp={tol.ulp}"
+             + (" or off by 100%+" if tol.relative_floor else "")),
+            (int(zero_sign.sum()), "zeros of the wrong sign"),
+        ):
+            if count:
+                kinds.append(f"{count} {what}")
         message = (
-            f"{mismatched}/{total} elements differ ({', '.join(kinds)}); worst at {list(worst)}: "
-            f"got {actual[worst]!r}, expected {expected[worst]!r}"
+            f"{mismatched}/{total} elements differ ({', '.join(kinds)}); worst at {[int(i) for i in worst]}: "
+            f"got {_show(actual[worst])}, expected {_show(expected[worst])}"
         )
     else:
         message = "within tolerance"
@@ -195,6 +238,12 @@ def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> Compari
         actual_at_worst=actual[worst],
         **base,
     )
+
+
+def _show(v: Any) -> str:
+    """A float as repr shows it, with the sign of zero and enough digits to tell neighbours apart."""
+    f = float(v)
+    return repr(f) if math.isfinite(f) and f != 0 else ("-0.0" if f == 0 and math.copysign(1, f) < 0 else repr(f))
 
 
 def _as_binary(x: np.ndarray) -> np.ndarray:

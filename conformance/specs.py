@@ -15,7 +15,7 @@ import hashlib
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -40,6 +40,7 @@ DTYPE_SETS: Mapping[str, tuple[str, ...]] = MappingProxyType(
 DOMAINS = (
     "any_finite",
     "with_specials",
+    "with_nan",
     "small",
     "small_with_specials",
     "positive",
@@ -73,11 +74,23 @@ class Clause:
 
 @dataclass(frozen=True)
 class Tolerance:
+    """When an actual floating-point element agrees with the expected one (conformance.oracle).
+
+    An element passes when it is within ``ulp`` units in the last place of the expected
+    value, or within ``atol + rtol * |expected|`` -- except that, with ``relative_floor``,
+    an absolute tolerance never passes an element that is off by 100% or more of a nonzero
+    expected value (0 returned for a small normal or subnormal number, a flipped sign).
+    With ``signed_zero``, -0.0 and +0.0 differ.
+    """
+
     atol: float
     rtol: float
+    ulp: int = 0
     reason: str = ""
     source: str = "default"
     """Where this tolerance came from: default, op spec, or a backend's manifest."""
+    relative_floor: bool = True
+    signed_zero: bool = False
 
 
 @dataclass(frozen=True)
@@ -108,6 +121,17 @@ class OpSpec:
     """Caps hypothesis examples for slow ops (None: the profile's setting)."""
     notes: str
     source: str
+    exact: bool = False
+    """Correctly rounded (IEEE add, sub, mul, div, sqrt, conversions, min/max, copies): every
+    float dtype compares bit for bit (0 ULP), NaN payloads aside."""
+    signed_zero: bool = False
+    """PyTorch defines the sign of a zero result (neg(0.0) is -0.0): -0.0 and +0.0 differ."""
+    skip_edges: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """Kinds of directed edge cases (conformance/strategies/directed.py) left out for this op, each
+    with the measured reason; the report lists them."""
+    accumulates: bool = False
+    """Results come from sums of many terms (reductions, matmul, conv, norms): cancellation
+    makes absolute error the right measure near zero, so ``relative_floor`` is off."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -265,6 +289,10 @@ _OP_FIELDS = {
     "dynamic",
     "max_examples",
     "notes",
+    "exact",
+    "signed_zero",
+    "accumulates",
+    "skip_edges",
 }
 
 
@@ -281,10 +309,23 @@ def _dtypes(where: str, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+EDGE_KINDS = ("values", "large", "empty", "scalar", "attr", "dim", "broadcast")
+
+
+def _skip_edges(where: str, table: dict) -> dict[str, str]:
+    for kind, reason in table.items():
+        if kind not in EDGE_KINDS:
+            raise SpecError(f"{where}: skip_edges.{kind}: unknown edge kind; known: {list(EDGE_KINDS)}")
+        if not isinstance(reason, str) or not reason.strip():
+            raise SpecError(f"{where}: skip_edges.{kind} needs the reason as a string")
+    return dict(table)
+
+
 def _load_ops(path: Path) -> list[OpSpec]:
     data = _read(path)
-    _no_extra(str(path), data, {"family", "op"})
+    _no_extra(str(path), data, {"family", "op", "accumulates"})
     family = _expect(str(path), data, "family", str, path.stem)
+    accumulates = _expect(str(path), data, "accumulates", bool, False)
     out = []
     for index, body in enumerate(_expect(str(path), data, "op", list)):
         where = f"{path}: op #{index + 1}"
@@ -310,18 +351,20 @@ def _load_ops(path: Path) -> list[OpSpec]:
             if dtype not in dtypes:
                 raise SpecError(f"{twhere}: {dtype} is not among the op's dtypes")
             if not isinstance(tol, dict):
-                raise SpecError(f"{twhere}: must be a table with atol, rtol, reason")
-            _no_extra(twhere, tol, {"atol", "rtol", "reason"})
+                raise SpecError(f"{twhere}: must be a table with atol, rtol (and ulp), reason")
+            _no_extra(twhere, tol, {"atol", "rtol", "ulp", "reason"})
             reason = _expect(twhere, tol, "reason", str)
             if not reason.strip():
                 raise SpecError(f"{twhere}: every loosening needs a reason")
             tolerances[dtype] = Tolerance(
                 atol=float(_expect(twhere, tol, "atol", (int, float))),
                 rtol=float(_expect(twhere, tol, "rtol", (int, float))),
+                ulp=_expect(twhere, tol, "ulp", int, 0),
                 reason=reason,
                 source=f"op spec {name}",
             )
         max_examples = _expect(where, body, "max_examples", int, 0) or None
+        exact = _expect(where, body, "exact", bool, False)
         out.append(
             OpSpec(
                 name=name,
@@ -338,6 +381,10 @@ def _load_ops(path: Path) -> list[OpSpec]:
                 max_examples=max_examples,
                 notes=" ".join(_expect(where, body, "notes", str, "").split()),
                 source=where,
+                exact=exact,
+                signed_zero=_expect(where, body, "signed_zero", bool, exact),
+                accumulates=_expect(where, body, "accumulates", bool, accumulates),
+                skip_edges=MappingProxyType(_skip_edges(where, _expect(where, body, "skip_edges", dict, {}))),
             )
         )
     return out

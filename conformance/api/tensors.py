@@ -33,3 +33,50 @@ def to_torch(array: np.ndarray):
         # supported") and its runtime aborts on them (tensor_ptr.cpp). Use torch's own strides.
         tensor = tensor.clone(memory_format=torch.contiguous_format)
     return tensor
+
+
+INPUT_LAYOUTS = ("contiguous", "transposed", "offset", "channels_last")
+"""The memory layouts in which a backend receives input tensors (specs/interface.toml, NUM-001).
+
+An input EValue is a NumPy array whose strides need not be C-contiguous: ``transposed``
+(dims stored in reverse order, what a permute hands on), ``offset`` (a view that starts
+past the beginning of its buffer and steps over every other element of its last dim, what a
+slice hands on), and ``channels_last`` for 4-d tensors (NCHW logically, NHWC in memory:
+ExecuTorch's dim order (0, 2, 3, 1), what XNNPACK and most NPUs run). Strides are
+positive. A backend reads inputs through their strides (np.ascontiguousarray does); it
+never reinterprets the buffer. Outputs are preallocated C-contiguous.
+"""
+
+
+def layout_applies(array: np.ndarray, layout: str) -> bool:
+    """Whether ``layout`` gives ``array`` strides different from C-contiguous ones."""
+    if layout == "contiguous":
+        return True
+    nontrivial = sum(1 for s in array.shape if s > 1)
+    if layout == "channels_last":
+        return array.ndim == 4 and array.size > 0 and array.shape[1] > 1 and array.shape[2] * array.shape[3] > 1
+    if layout == "transposed":
+        return nontrivial >= 2
+    return array.ndim >= 1 and array.size > 0
+
+
+def with_layout(array: np.ndarray, layout: str) -> np.ndarray:
+    """The values of ``array`` in a fresh buffer laid out as ``layout`` (see INPUT_LAYOUTS).
+
+    Arrays the layout does not apply to come back as a C-contiguous copy.
+    """
+    array = np.asarray(array)
+    if not layout_applies(array, layout) or layout == "contiguous":
+        return np.array(array, order="C", copy=True)
+    if layout == "transposed":
+        out = np.empty(array.shape[::-1], array.dtype).T
+    elif layout == "channels_last":
+        n, c, h, w = array.shape
+        out = np.empty((n, h, w, c), array.dtype).transpose(0, 3, 1, 2)
+    elif layout == "offset":
+        wide = np.empty(array.shape[:-1] + (2 * array.shape[-1] + 1,), array.dtype)
+        out = wide[..., 1::2]
+    else:
+        raise ValueError(f"unknown layout {layout!r}; known: {INPUT_LAYOUTS}")
+    out[...] = array
+    return out

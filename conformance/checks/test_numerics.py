@@ -1,9 +1,14 @@
-"""NUM: every op x dtype of the profile, on hypothesis-drawn inputs, against the reference.
+"""NUM: every op x dtype of the profile, on an edge set and hypothesis-drawn inputs, against the reference.
 
-One check per (op, dtype). Each example: draw a call from the op's spec, build its
-single-op program, compute PyTorch eager and the reference kernel on the call (a
-disagreement between those two is ORACLE_DISAGREEMENT, the harness's problem), run
-the backend on the program through the driver, compare with the oracle.
+One check per (op, dtype), in three parts: the deterministic edge set and coverage plan
+of conformance/strategies/directed.py (edge values, a large input, empty and 0-d tensors,
+every attribute value, every dim, every broadcast pattern), the same values handed to the
+backend in non-contiguous layouts (transposed, offset and strided, channels-last), then
+the hypothesis draws. Each example: build its single-op program, compute PyTorch eager and
+the reference kernel on the call (a disagreement between those two is
+ORACLE_DISAGREEMENT, the harness's problem), run the backend on the program through the
+driver, compare with the oracle. The result counts the edge cases applied by kind, those
+that do not apply to the op, and the layouts checked.
 
 Claims: an op x dtype the manifest claims must pass; one it does not claim and
 refuses cleanly is NOT_SUPPORTED; one it does not claim but accepts is checked
@@ -23,10 +28,12 @@ from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
 from conformance import oracle
+from conformance.api.tensors import INPUT_LAYOUTS, layout_applies
 from conformance.driver import Driver
 from conformance.programs import HarnessError, eager, program_for
 from conformance.results import Category, CheckFailure
 from conformance.strategies import calls
+from conformance.strategies.directed import draw_directed, plan
 
 
 def pytest_generate_tests(metafunc):
@@ -57,19 +64,163 @@ def _replay_dir(config, backend_name: str, op: str, dtype: str) -> Path:
     return root / safe_name(backend_name) / "replays" / safe_name(f"NUM-001-{op}-{dtype}")
 
 
+class _Case:
+    """Runs drawn calls of one op x dtype through eager, the reference and the backend, and keeps count."""
+
+    def __init__(self, backend, spec, op: str, dtype: str, claimed: bool, replay_dir: Path, result):
+        self.backend, self.spec, self.op, self.dtype, self.claimed = backend, spec, op, dtype, claimed
+        self.replay_dir, self.result = replay_dir, result
+        self.driver = Driver(backend)
+        self.worst: dict = {}
+        self.compared = 0
+        self.refused: list[str] = []  # a claimed op's refusals, by drawn example
+        self.meta_disagreements: list[str] = []  # examples whose program PyTorch itself shapes unlike eager
+
+    def run(self, call, *, label: str = "", layout: str = "contiguous", expected=None) -> list[np.ndarray] | None:
+        """Check one call; returns the expected outputs, or None when the example was set aside.
+
+        Raises CheckFailure with the verdict against the backend (or the harness)."""
+        where = f"[{label}] " if label else ""
+        if layout != "contiguous":
+            where = f"[{label}, inputs {layout}] "
+        if expected is None:
+            expected = self._expected(call, where)
+            if expected is None:
+                return None
+        program = self._program(call, where, [tuple(e.shape) for e in expected])
+        if program is None:
+            return None
+        try:
+            ran = self.driver.run(program.exported, program.inputs, expected, layout=layout)
+        except CheckFailure as exc:
+            if exc.category is Category.NOT_SUPPORTED and not self.claimed:
+                self.result.not_supported(f"{self.op} {self.dtype}: {exc.message}")
+            if exc.category is Category.NOT_SUPPORTED:
+                # A claimed op refused on this draw (e.g. a documented shape restriction): count it,
+                # keep the first for replay, and go on, so the check still measures the numerics of
+                # the examples the backend takes. The refusal fails the check at the end.
+                if not self.refused:
+                    _save(self.replay_dir, call, program.inputs, expected, None, None, exc.message)
+                self.refused.append(f"{where}{exc.message}")
+                return None
+            _save(self.replay_dir, call, program.inputs, expected, None, None, exc.message)
+            raise CheckFailure(exc.category, f"{where}{call.describe()}: {exc.message}", stats=exc.stats, stage=exc.stage) from exc
+        self.compared += 1
+        for i, (a, e) in enumerate(zip(ran.outputs, expected)):
+            tol = oracle.tolerance_for(self.spec, oracle.dtype_name(e.dtype), self.backend.manifest, self.op)
+            cmp = oracle.compare(np.asarray(a), e, tol)
+            if not cmp.ok:
+                message = f"{where}{call.describe()} output {i}: {cmp.message}"
+                _save(self.replay_dir, call, program.inputs, expected, ran.outputs, ran.preprocess_result.processed_bytes, message)
+                raise CheckFailure(Category.MISMATCH, message, stats={**cmp.stats(), "case": label, "layout": layout})
+            if not self.worst or cmp.max_abs >= self.worst.get("max_abs", 0):
+                self.worst.update(cmp.stats())
+                if tol.source != "default":
+                    self.worst["tolerance_source"] = tol.source
+                    self.worst["tolerance_reason"] = tol.reason
+        return expected
+
+    def _expected(self, call, where: str) -> list[np.ndarray] | None:
+        try:
+            expected_eager = list(eager(call))
+        except Exception as exc:
+            raise CheckFailure(
+                Category.HARNESS_ERROR, f"{where}eager refused the drawn call {call.describe()}: {exc} (fix the op spec's domain)"
+            ) from exc
+        try:
+            expected = _reference(call)
+        except Exception as exc:
+            raise CheckFailure(
+                Category.ORACLE_DISAGREEMENT, f"{where}the reference failed on {call.describe()}: {type(exc).__name__}: {exc}"
+            ) from exc
+        for i, (r, e) in enumerate(zip(expected, expected_eager)):
+            cmp = oracle.compare(r, e, oracle.tolerance_for(self.spec, oracle.dtype_name(e.dtype)))
+            if not cmp.ok:
+                raise CheckFailure(
+                    Category.ORACLE_DISAGREEMENT,
+                    f"{where}reference and eager disagree on {call.describe()} output {i}: {cmp.message}",
+                    stats=cmp.stats(),
+                )
+        return expected
+
+    def _program(self, call, where: str, shapes: list[tuple]):
+        try:
+            program = program_for(call, dynamic=self.spec.dynamic)
+        except HarnessError as exc:
+            raise CheckFailure(Category.HARNESS_ERROR, f"{where}{call.describe()}: {exc}") from exc
+        except Exception as exc:
+            # Eager computes the call but PyTorch's tracing (its meta kernel) refuses it (seen:
+            # linalg_vector_norm's inf norm of an empty tensor): no program, so no test of a backend.
+            self.meta_disagreements.append(f"{call.describe()}: tracing refused a call eager computes: {exc}")
+            return None
+        declared = _declared_shapes(program.exported)
+        if declared is not None and declared != shapes:
+            # PyTorch's own meta kernel disagrees with eager on this call (seen: aten.index.Tensor on
+            # empty operands); no backend can honour both, so the example is not a test of one.
+            self.meta_disagreements.append(
+                f"{call.describe()}: program declares {declared}, eager gives {[list(s) for s in shapes]}"
+            )
+            return None
+        return program
+
+
+def _layout_targets(applied: list[tuple[str, object, list]]) -> list[tuple[str, object, list, str]]:
+    """Which directed calls to re-run with non-contiguous inputs: the first whose inputs allow each layout."""
+    out = []
+    for layout in INPUT_LAYOUTS[1:]:
+        for label, call, expected in applied:
+            if any(layout_applies(t.value, layout) for t in call.inputs()):
+                out.append((label, call, expected, layout))
+                break
+    return out
+
+
 def test_NUM_001_matches_reference(backend, result, op, dtype, specs, request):
     spec = specs.op(op)
     claimed = backend.manifest.claims(op, dtype)
     result.set(op=op, dtype=dtype)
     result.stats(claimed=claimed)
-    driver = Driver(backend)
-    worst: dict = {}
-    examples = {"count": 0}
-    refused: list[str] = []  # a claimed op's refusals, by drawn example
-    meta_disagreements: list[str] = []  # examples whose program PyTorch itself shapes unlike eager
+    case = _Case(backend, spec, op, dtype, claimed, _replay_dir(request.config, backend.name, op, dtype), result)
+    strategy = calls(spec, dtype, op)
     current = settings()
     limit = min(current.max_examples, spec.max_examples or current.max_examples)
-    replay_dir = _replay_dir(request.config, backend.name, op, dtype)
+
+    # 1. The deterministic edge set and coverage plan (conformance/strategies/directed.py).
+    directed_counts: dict[str, int] = {}
+    not_applied: dict[str, int] = {}
+    applied: list[tuple[str, object, list]] = []
+    seen: set[str] = set()
+    for group in plan(spec, dtype):
+        for i, directive in enumerate(group):
+            call, missing = draw_directed(strategy, directive, op, dtype)
+            if call is None:
+                not_applied[directive.kind] = not_applied.get(directive.kind, 0) + 1
+                if i == 0 and missing - {"shape", "draw", "values", "scalar"}:
+                    not_applied[directive.kind] += len(group) - 1
+                    break  # the op has no such attribute, dim or broadcasting operand
+                continue
+            key = call.describe() + _digest(call)
+            if key in seen:
+                continue  # two directives that lead to the same call (e.g. a forced attr's default)
+            seen.add(key)
+            try:
+                expected = case.run(call, label=directive.label)
+            except CheckFailure as exc:
+                _fail(result, case, exc)
+            if expected is not None:
+                directed_counts[directive.kind] = directed_counts.get(directive.kind, 0) + 1
+                applied.append((directive.label, call, expected))
+    # 2. Input layouts: strided, offset and channels-last views of the same values.
+    layouts: list[str] = []
+    for label, call, expected, layout in _layout_targets(applied):
+        try:
+            if case.run(call, label=label, layout=layout, expected=expected) is not None:
+                layouts.append(layout)
+        except CheckFailure as exc:
+            _fail(result, case, exc)
+
+    # 3. Hypothesis draws.
+    drawn = {"count": 0}
 
     @seed(_seed(op, dtype, current.max_examples.__str__()))
     @settings(
@@ -82,100 +233,53 @@ def test_NUM_001_matches_reference(backend, result, op, dtype, specs, request):
     )
     @given(data=st.data())
     def example(data):
-        call = data.draw(calls(spec, dtype, op), label="call")
-        try:
-            expected_eager = list(eager(call))
-        except Exception as exc:
-            raise CheckFailure(
-                Category.HARNESS_ERROR, f"eager refused the drawn call {call.describe()}: {exc} (fix the op spec's domain)"
-            ) from exc
-        try:
-            program = program_for(call, dynamic=spec.dynamic)
-        except HarnessError as exc:
-            raise CheckFailure(Category.HARNESS_ERROR, f"{call.describe()}: {exc}") from exc
-        except Exception as exc:
-            # Eager computes the call but PyTorch's tracing (its meta kernel) refuses it (seen:
-            # linalg_vector_norm's inf norm of an empty tensor): no program, so no test of a backend.
-            if not meta_disagreements:
-                meta_disagreements.append(f"{call.describe()}: tracing refused a call eager computes: {exc}")
+        call = data.draw(strategy, label="call")
+        if case.run(call) is None:
+            if case.refused and len(case.refused) > limit + len(applied):
+                raise CheckFailure(Category.PREPROCESS_FAIL, f"claimed in the manifest but refused: {case.refused[-1]}", stage="preprocess")
             reject()
-        declared = _declared_shapes(program.exported)
-        if declared is not None and declared != [tuple(e.shape) for e in expected_eager]:
-            # PyTorch's own meta kernel disagrees with eager on this call (seen: aten.index.Tensor on
-            # empty operands); no backend can honour both, so the example is not a test of one.
-            if not meta_disagreements:
-                meta_disagreements.append(f"{call.describe()}: program declares {declared}, eager gives "
-                                          f"{[list(e.shape) for e in expected_eager]}")
-            reject()
-        try:
-            expected = _reference(call)
-        except Exception as exc:
-            raise CheckFailure(
-                Category.ORACLE_DISAGREEMENT, f"the reference failed on {call.describe()}: {type(exc).__name__}: {exc}"
-            ) from exc
-        for i, (r, e) in enumerate(zip(expected, expected_eager)):
-            cmp = oracle.compare(r, e, oracle.tolerance_for(spec, oracle.dtype_name(e.dtype)))
-            if not cmp.ok:
-                raise CheckFailure(
-                    Category.ORACLE_DISAGREEMENT,
-                    f"reference and eager disagree on {call.describe()} output {i}: {cmp.message}",
-                    stats=cmp.stats(),
-                )
-        try:
-            ran = driver.run(program.exported, program.inputs, expected)
-        except CheckFailure as exc:
-            if exc.category is Category.NOT_SUPPORTED and not claimed:
-                result.not_supported(f"{op} {dtype}: {exc.message}")
-            if exc.category is Category.NOT_SUPPORTED:
-                # A claimed op refused on this draw (e.g. a documented shape restriction): count it,
-                # keep the first for replay, and go on drawing, so the check still measures the
-                # numerics of the examples the backend takes. The refusal fails the check at the end.
-                if not refused:
-                    _save(replay_dir, call, program.inputs, expected, None, None, exc.message)
-                refused.append(exc.message)
-                if len(refused) <= limit:
-                    reject()
-                exc = CheckFailure(
-                    Category.PREPROCESS_FAIL, f"claimed in the manifest but refused: {exc.message}", stage="preprocess"
-                )
-            _save(replay_dir, call, program.inputs, expected, None, None, exc.message)
-            raise exc
-        examples["count"] += 1
-        for i, (a, e) in enumerate(zip(ran.outputs, expected)):
-            tol = oracle.tolerance_for(spec, oracle.dtype_name(e.dtype), backend.manifest, op)
-            cmp = oracle.compare(np.asarray(a), e, tol)
-            if not cmp.ok:
-                message = f"{call.describe()} output {i}: {cmp.message}"
-                _save(replay_dir, call, program.inputs, expected, ran.outputs, ran.preprocess_result.processed_bytes, message)
-                raise CheckFailure(Category.MISMATCH, message, stats=cmp.stats())
-            if not worst or cmp.max_abs >= worst.get("max_abs", 0):
-                worst.update(cmp.stats())
-                if tol.source != "default":
-                    worst["tolerance_source"] = tol.source
-                    worst["tolerance_reason"] = tol.reason
+        drawn["count"] += 1
 
     try:
         try:
             example()
         except Unsatisfiable:
-            if not refused:
+            if not case.refused and not case.compared:
                 raise
-        if refused:
-            ran = examples["count"]
+        if case.refused:
             raise CheckFailure(
                 Category.PREPROCESS_FAIL,
-                f"claimed in the manifest but refused {len(refused)} drawn example(s) "
-                f"({f'the {ran} it took match the reference' if ran else 'it took none'}); first: {refused[0]}",
+                f"claimed in the manifest but refused {len(case.refused)} example(s) "
+                f"({f'the {case.compared} it took match the reference' if case.compared else 'it took none'}); "
+                f"first: {case.refused[0]}",
                 stage="preprocess",
-                stats={"refused": len(refused), "examples": ran, **worst},
+                stats={"refused": len(case.refused), "examples": case.compared, **case.worst},
             )
     except CheckFailure as exc:
-        if exc.category.is_failure:
-            result.set(replay=f"python -m conformance replay {replay_dir}")
-        raise
-    if meta_disagreements:
-        result.stats(skipped_meta_disagreement=meta_disagreements[0])
-    result.stats(examples=examples["count"], **worst)
+        _fail(result, case, exc)
+    if case.meta_disagreements:
+        result.stats(skipped_meta_disagreement=case.meta_disagreements[0])
+    result.stats(
+        examples=drawn["count"],
+        edge_cases=directed_counts,
+        edge_cases_not_applicable=not_applied,
+        layouts=layouts,
+        compared=case.compared,
+        **case.worst,
+    )
+
+
+def _fail(result, case: _Case, exc: CheckFailure):
+    if exc.category.is_failure:
+        result.set(replay=f"python -m conformance replay {case.replay_dir}")
+    raise exc
+
+
+def _digest(call) -> str:
+    h = hashlib.sha256()
+    for t in call.tensors():
+        h.update(np.ascontiguousarray(t.value).view(np.uint8).tobytes() if t.value.size else b"")
+    return h.hexdigest()[:16]
 
 
 def _declared_shapes(exported) -> list[tuple] | None:

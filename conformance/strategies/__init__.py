@@ -73,6 +73,19 @@ def param(spec, key: str, default: Any) -> Any:
 def attr(draw, spec, key: str, default: Any = ..., *, keep: Callable[[Any], bool] | None = None) -> Any:
     """Draw attribute ``key`` from the spec's allowed values (filtered by ``keep``)."""
     choices = spec.attrs.get(key)
+    from . import directed
+
+    state = directed.active()
+    if state is not None and choices is not None:
+        if key in state.directive.attrs:
+            value = state.directive.attrs[key]
+            if keep is None or keep(value):
+                state.consumed.add(f"attr:{key}")
+                return value
+        elif state.directive.first_attrs:
+            fitting = [c for c in choices if keep is None or keep(c)]
+            if fitting:
+                return fitting[0]
     if choices is None:
         if default is ...:
             raise KeyError(f"{spec.source}: attrs.{key} is required by signature {spec.signature!r}")

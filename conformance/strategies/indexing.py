@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from . import Call, Tensor, attr, param, signature
 from .shape import scalar_of, slice_bounds, spell, tensor
-from .shapes import broadcast_shapes, shapes
+from .shapes import broadcast_shapes, nonneg_dim, shapes
 
 
 def _index_dtype(draw, spec) -> str:
@@ -59,7 +59,7 @@ def index_select(draw, spec, dtype, op):
     """index_select(self, dim, index): index 1-d (or 0-d) with values in [0, size)."""
     shape = tuple(draw(shapes(0, param(spec, "max_rank", 4))))
     rank = len(shape)
-    dim = draw(st.integers(0, max(rank, 1) - 1))
+    dim = draw(nonneg_dim(rank))
     size = shape[dim] if rank else 1
     if rank == 0 or draw(st.integers(0, 4)) == 0:
         index_shape = () if size else (0,)
@@ -76,7 +76,7 @@ def gather(draw, spec, dtype, op):
     """gather(self, dim, index): index of self's rank, no larger than self off dim, values in [0, size)."""
     shape = tuple(draw(shapes(0, param(spec, "max_rank", 4))))
     rank = len(shape)
-    dim = draw(st.integers(0, max(rank, 1) - 1))
+    dim = draw(nonneg_dim(rank))
     base = shape or (1,)
     index_shape = [draw(st.integers(0, n)) for n in base]
     index_shape[dim] = draw(st.integers(0, 4)) if base[dim] else 0
@@ -104,7 +104,7 @@ def scatter(draw, spec, dtype, op):
     shape = tuple(draw(shapes(0, param(spec, "max_rank", 4))))
     rank = len(shape)
     base = shape or (1,)
-    dim = draw(st.integers(0, max(rank, 1) - 1))
+    dim = draw(nonneg_dim(rank))
     distinct = param(spec, "distinct", True)
     index_shape = [draw(st.integers(0, n)) for n in base]
     if base[dim] == 0:
@@ -203,7 +203,7 @@ def index_put(draw, spec, dtype, op):
 def slice_scatter(draw, spec, dtype, op):
     """slice_scatter(self, src, dim, start, end, step): src has the slice's shape."""
     shape = tuple(draw(shapes(1, param(spec, "max_rank", 4))))
-    dim = draw(st.integers(0, len(shape) - 1))
+    dim = draw(nonneg_dim(len(shape)))
     start, end, step = slice_bounds(draw, shape[dim])
     length = len(range(*slice(start, end, step).indices(shape[dim])))
     src_shape = shape[:dim] + (length,) + shape[dim + 1:]
@@ -215,7 +215,7 @@ def slice_scatter(draw, spec, dtype, op):
 def select_scatter(draw, spec, dtype, op):
     """select_scatter(self, src, dim, index): src has self's shape without dim."""
     shape = list(draw(shapes(1, param(spec, "max_rank", 4))))
-    dim = draw(st.integers(0, len(shape) - 1))
+    dim = draw(nonneg_dim(len(shape)))
     shape[dim] = max(shape[dim], 1)
     src_shape = shape[:dim] + shape[dim + 1:]
     args = (tensor(draw, spec, dtype, shape), tensor(draw, spec, dtype, src_shape), spell(draw, dim, len(shape)))

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from conformance.api.scalar_type import is_floating, is_integral
 
 from . import Call, Tensor, attr, param, signature
-from .shapes import shapes
+from .shapes import directed_dim, shapes
 from .sorting import dim_attr, values_along
 
 _FLOAT_RANK = {"float16": 1, "bfloat16": 1, "float32": 2, "float64": 3}
@@ -80,6 +80,9 @@ def _cap_numel(shape: list[int], cap: int) -> None:
 
 def _dim_list(draw, rank: int) -> list[int]:
     """A nonempty list of distinct dims in any order, each possibly spelled negative."""
+    forced = directed_dim(rank)
+    if forced is not None:
+        return [forced]
     if rank == 0:
         return [draw(st.sampled_from((0, -1)))]
     dims = draw(st.lists(st.integers(0, rank - 1), min_size=1, max_size=rank, unique=True))

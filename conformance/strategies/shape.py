@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from conformance.api.scalar_type import is_integral
 
 from . import Call, Tensor, attr, param, signature
-from .shapes import shapes
+from .shapes import nonneg_dim, shapes, spell_dim
 from .values import arrays, elements
 
 
@@ -26,7 +26,7 @@ def tensor(draw, spec, dtype: str, shape) -> Tensor:
 
 def spell(draw, dim: int, rank: int) -> int:
     """``dim`` (non-negative) spelled as itself or as its negative alias."""
-    return dim - max(rank, 1) if draw(st.booleans()) else dim
+    return spell_dim(draw, dim, rank)
 
 
 def scalar_of(draw, dtype: str, domain: str):
@@ -101,7 +101,7 @@ def slice_bounds(draw, size: int):
 def slice_(draw, spec, dtype, op):
     """slice(self, dim, start, end, step) on rank >= 1; trailing defaults are sometimes left out."""
     shape = _shape(draw, spec, min_rank=1)
-    dim = draw(st.integers(0, len(shape) - 1))
+    dim = draw(nonneg_dim(len(shape)))
     start, end, step = slice_bounds(draw, shape[dim])
     args = [tensor(draw, spec, dtype, shape), spell(draw, dim, len(shape)), start, end, step]
     if step == 1 and draw(st.booleans()):
@@ -113,7 +113,7 @@ def slice_(draw, spec, dtype, op):
 def select(draw, spec, dtype, op):
     """select(self, dim, index): the selected dim has size >= 1; index in [-size, size)."""
     shape = list(_shape(draw, spec, min_rank=1))
-    dim = draw(st.integers(0, len(shape) - 1))
+    dim = draw(nonneg_dim(len(shape)))
     shape[dim] = max(shape[dim], 1)
     index = draw(st.integers(-shape[dim], shape[dim] - 1))
     return Call(op, (tensor(draw, spec, dtype, shape), spell(draw, dim, len(shape)), index))
@@ -159,7 +159,7 @@ def cat(draw, spec, dtype, op):
     empty tensor, which ATen skips whatever the other ranks are.
     """
     shape = list(_shape(draw, spec, min_rank=1))
-    dim = draw(st.integers(0, len(shape) - 1))
+    dim = draw(nonneg_dim(len(shape)))
     count = draw(st.integers(1, 4))
     tensors = []
     for _ in range(count):
@@ -184,7 +184,7 @@ def stack(draw, spec, dtype, op):
 def split_with_sizes(draw, spec, dtype, op):
     """split_with_sizes(self, split_sizes, dim): 1-4 non-negative sizes summing to the dim's size."""
     shape = _shape(draw, spec, min_rank=1)
-    dim = draw(st.integers(0, len(shape) - 1))
+    dim = draw(nonneg_dim(len(shape)))
     cuts = sorted(draw(st.lists(st.integers(0, shape[dim]), max_size=3)))
     bounds = [0, *cuts, shape[dim]]
     sizes = [b - a for a, b in zip(bounds[:-1], bounds[1:])]
@@ -195,7 +195,7 @@ def split_with_sizes(draw, spec, dtype, op):
 def split(draw, spec, dtype, op):
     """split(self, split_size, dim): split_size >= 1 (0 only for an empty dim), up to beyond the size."""
     shape = _shape(draw, spec, min_rank=1)
-    dim = draw(st.integers(0, len(shape) - 1))
+    dim = draw(nonneg_dim(len(shape)))
     low = 0 if shape[dim] == 0 else 1
     split_size = draw(st.integers(low, shape[dim] + 1))
     return Call(op, (tensor(draw, spec, dtype, shape), split_size, spell(draw, dim, len(shape))))
@@ -205,7 +205,7 @@ def split(draw, spec, dtype, op):
 def unbind(draw, spec, dtype, op):
     """unbind(self, dim) on rank >= 1."""
     shape = _shape(draw, spec, min_rank=1)
-    dim = draw(st.integers(0, len(shape) - 1))
+    dim = draw(nonneg_dim(len(shape)))
     return Call(op, (tensor(draw, spec, dtype, shape), spell(draw, dim, len(shape))))
 
 

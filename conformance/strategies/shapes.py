@@ -20,7 +20,44 @@ def _with_a_zero(shape: tuple) -> st.SearchStrategy[tuple]:
     return st.integers(0, len(shape) - 1).map(lambda i: shape[:i] + (0,) + shape[i + 1 :])
 
 
+def _directed_shape(min_rank: int, max_rank: int, min_side: int) -> tuple[int, ...] | None:
+    """The shape the directive in force asks for, if it fits these bounds (and marks it consumed)."""
+    from . import directed
+
+    state = directed.active()
+    if state is None or state.directive.shape is None:
+        return None
+    d, lo_side = state.directive, max(min_side, 1)
+    shape: tuple[int, ...] | None = None
+    if d.shape == "edges" and max_rank >= 1:
+        rank = max(min_rank, 1)
+        shape = (max(2, lo_side),) * (rank - 1) + (max(EDGE_SIDE, lo_side),)
+    elif d.shape == "large":
+        rank = min(max(min_rank, 3), max_rank)
+        shape = directed.LARGE_SHAPES.get(rank)
+        if shape is not None and min(shape) < min_side:
+            shape = None
+    elif d.shape == "empty" and max_rank >= 1 and min_side == 0:
+        rank = min(max(min_rank, 2), max_rank)
+        shape = (3,) * (rank - 1) + (0,)
+    elif d.shape == "scalar" and min_rank == 0:
+        shape = ()
+    elif d.shape == "rank" and d.rank is not None and min_rank <= d.rank <= max_rank:
+        shape = tuple(max(s, min_side) for s in directed.RANK_SIDES[: d.rank])
+    if shape is not None:
+        state.consumed.add("shape")
+    return shape
+
+
+EDGE_SIDE = 40
+"""The last side of an edge-values tensor: room for every edge value of a domain (at most ~34)."""
+
+
 def shapes(min_rank: int = 0, max_rank: int = 4, min_side: int = 0, max_side: int = MAX_SIDE) -> st.SearchStrategy:
+    forced = _directed_shape(min_rank, max_rank, min_side)
+    if forced is not None:
+        return st.just(forced)
+
     def of(lo: int) -> st.SearchStrategy[tuple]:
         if lo > 0:
             return hnp.array_shapes(min_dims=min_rank, max_dims=max_rank, min_side=min(lo, max_side), max_side=max_side)
@@ -33,6 +70,10 @@ def shapes(min_rank: int = 0, max_rank: int = 4, min_side: int = 0, max_side: in
 
 def broadcast_shapes(n: int, min_rank: int = 0, max_rank: int = 4, max_side: int = MAX_SIDE) -> st.SearchStrategy:
     """``n`` shapes that broadcast together (size-1 and missing dims included)."""
+    forced = _directed_broadcast(n, min_rank, max_rank)
+    if forced is not None:
+        return st.just(forced)
+
     def of(lo: int) -> st.SearchStrategy:
         drawn = hnp.mutually_broadcastable_shapes(
             num_shapes=n, min_dims=min_rank, max_dims=max_rank, min_side=min(lo, max_side), max_side=max_side
@@ -40,6 +81,43 @@ def broadcast_shapes(n: int, min_rank: int = 0, max_rank: int = 4, max_side: int
         return drawn if lo > 0 else drawn.flatmap(_emptied)
 
     return _smallest_side(0).flatmap(of)
+
+
+def _directed_broadcast(n: int, min_rank: int, max_rank: int) -> tuple | None:
+    from . import directed
+
+    state = directed.active()
+    if state is None:
+        return None
+    d = state.directive
+    out: tuple | None = None
+    if d.broadcast is not None:
+        patterns = directed.broadcast_patterns(n)
+        state.consumed.add("broadcast")  # the op broadcasts; whether this pattern fits is another matter
+        if d.broadcast < len(patterns):
+            out = patterns[d.broadcast][1]
+    elif d.shape == "edges" and max_rank >= 1:
+        # operand i varies along its own axis: every combination of edge values meets once
+        rank = min(n, max_rank)
+        out = tuple(
+            tuple(EDGE_SIDE if k == min(i, rank - 1) else 1 for k in range(rank)) for i in range(n)
+        )
+    elif d.shape == "large":
+        full = directed.LARGE_SHAPES[3]
+        out = (full,) + tuple((full[1:], (1, full[2]))[i % 2] for i in range(n - 1))
+    elif d.shape == "empty":
+        out = ((3, 0),) * n
+    elif d.shape == "scalar":
+        out = ((),) * n
+    elif d.shape == "rank" and d.rank is not None:
+        out = (tuple(directed.RANK_SIDES[: d.rank]),) * n
+    if out is None:
+        return None
+    if any(len(s) > max_rank for s in out) or max(len(s) for s in out) < min_rank:
+        return None
+    if d.broadcast is None:
+        state.consumed.add("shape")
+    return out
 
 
 def _emptied(shapes_: tuple) -> st.SearchStrategy[tuple]:
@@ -65,5 +143,40 @@ def _emptied(shapes_: tuple) -> st.SearchStrategy[tuple]:
 
 def dim_index(rank: int) -> st.SearchStrategy[int]:
     """A dimension index of a tensor of ``rank``, negative spellings included."""
+    forced = directed_dim(rank)
+    if forced is not None:
+        return st.just(forced)
     r = max(rank, 1)
     return st.integers(-r, r - 1)
+
+
+def directed_dim(rank: int) -> int | None:
+    """The dim a ``dim`` directive forces, if it is a valid dim of ``rank``."""
+    from . import directed
+
+    state = directed.active()
+    if state is None or state.directive.dim is None:
+        return None
+    d = state.directive.dim
+    if -max(rank, 1) <= d < max(rank, 1):
+        state.consumed.add("dim")
+        return d
+    return None
+
+
+def nonneg_dim(rank: int) -> st.SearchStrategy[int]:
+    """A dimension index in [0, rank) (0 for a 0-d tensor); a ``dim`` directive's dim, normalized."""
+    forced = directed_dim(rank)
+    if forced is not None:
+        return st.just(forced % max(rank, 1))
+    return st.integers(0, max(rank, 1) - 1)
+
+
+def spell_dim(draw, dim: int, rank: int) -> int:
+    """``dim`` (non-negative) spelled as itself or as its negative alias (as a ``dim`` directive says)."""
+    from . import directed
+
+    state = directed.active()
+    if state is not None and state.directive.dim is not None and "dim" in state.consumed:
+        return dim - max(rank, 1) if state.directive.dim < 0 else dim
+    return dim - max(rank, 1) if draw(st.booleans()) else dim

@@ -10,11 +10,11 @@ mixes in LANDMARKS (ties, small integers, large logits) where they fall inside i
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from conformance.api.scalar_type import is_floating, numpy_dtype
 
@@ -50,6 +50,7 @@ def _float_elements(dtype: str, domain: str, subnormal: bool) -> st.SearchStrate
         "any_finite": floats(),
         # floats() is two branches (any value, landmarks): specials twice keeps them at one draw in two
         "with_specials": st.one_of(floats(), specials, specials),
+        "with_nan": st.one_of(floats(), st.sampled_from((math.nan, -0.0, 0.0))),
         "small": floats(-8.0, 8.0),
         "small_with_specials": st.one_of(floats(-8.0, 8.0), specials, specials),
         "moderate": floats(-1000.0, 1000.0),
@@ -71,6 +72,7 @@ def _int_bounds(dtype: str, domain: str) -> tuple[int, int, bool]:
     table = {
         "any_finite": (lo, hi, False),
         "with_specials": (lo, hi, False),
+        "with_nan": (lo, hi, False),
         "small": (-8, 8, False),
         "small_with_specials": (-8, 8, False),
         "moderate": (-1000, 1000, False),
@@ -100,22 +102,252 @@ def elements(dtype: str, domain: str, *, subnormal: bool = True) -> st.SearchStr
     return ints.filter(lambda v: v != 0) if exclude_zero else ints
 
 
+# ---------------------------------------------------------------------------------------------
+# Domains as bounds, for the NumPy fillers and the edge set
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    lo: float
+    hi: float
+    lo_open: bool = False
+    hi_open: bool = False
+    nonzero: bool = False
+    abs_ge_one: bool = False
+    specials: bool = False
+    """NaN and the infinities belong to the domain."""
+    infinities: bool = True
+    """With ``specials``: the infinities too (False: NaN only)."""
+
+    def admits(self, x: np.ndarray) -> np.ndarray:
+        """Elementwise: does the domain hold x (NaN/Inf only where specials are allowed)."""
+        with np.errstate(invalid="ignore"):
+            finite = np.isfinite(x)
+            ok = finite & ((x > self.lo) if self.lo_open else (x >= self.lo)) & ((x < self.hi) if self.hi_open else (x <= self.hi))
+            if self.nonzero:
+                ok &= x != 0
+            if self.abs_ge_one:
+                ok &= np.abs(x) >= 1
+            if self.specials:
+                ok |= np.isnan(x) | (np.isinf(x) if self.infinities else False)
+        return ok
+
+
+def _float_bounds(dtype: str, domain: str) -> _Bounds:
+    big = _FLOAT_INFO[dtype][1]
+    return {
+        "any_finite": _Bounds(-big, big),
+        "with_specials": _Bounds(-big, big, specials=True),
+        "with_nan": _Bounds(-big, big, specials=True, infinities=False),
+        "small": _Bounds(-8.0, 8.0),
+        "small_with_specials": _Bounds(-8.0, 8.0, specials=True),
+        "moderate": _Bounds(-1000.0, 1000.0),
+        "positive": _Bounds(0.0, big, lo_open=True),
+        "non_negative": _Bounds(0.0, big),
+        "nonzero": _Bounds(-big, big, nonzero=True),
+        "unit_interval": _Bounds(0.0, 1.0),
+        "open_unit": _Bounds(-1.0, 1.0, lo_open=True, hi_open=True),
+        "ge_one": _Bounds(1.0, big),
+        "away_from_zero": _Bounds(-big, big, abs_ge_one=True),
+    }[domain]
+
+
+def _finfo(dtype: str):
+    return ml_dtypes.finfo(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.finfo(numpy_dtype(dtype))
+
+
+def edge_values(dtype: str, domain: str) -> list:
+    """The values of ``domain`` in ``dtype`` where kernels break, each once, in a fixed order.
+
+    Floats: NaN, +-Inf, +-0.0 (where the domain has specials / zero), the smallest subnormal
+    and the smallest normal of either sign, the largest finite values, ties (0.5, 1.5, 2.5,
+    -2.5: round half to even, casts that round instead of truncating), small integers,
+    and the largest logits of exp. Integers: the dtype's extremes and their neighbours, 0, +-1,
+    +-2. Bools: both.
+    """
+    if dtype == "bool":
+        return [False, True] if domain not in ("positive", "ge_one") else [True]
+    if not is_floating(dtype):
+        lo, hi, exclude_zero = _int_bounds(dtype, domain)
+        cands = [lo, hi, 0, 1, -1, 2, -2, lo + 1, hi - 1, 7, -7, 100, -100]
+        out = []
+        for v in cands:
+            if lo <= v <= hi and not (exclude_zero and v == 0) and v not in out:
+                out.append(v)
+        return out
+    info = _finfo(dtype)
+    tiny, sub, big = float(info.smallest_normal), float(info.smallest_subnormal), float(info.max)
+    cands = [
+        math.nan, math.inf, -math.inf, 0.0, -0.0, sub, -sub, tiny, -tiny, big, -big,
+        0.5, -0.5, 1.5, 2.5, -2.5, 1.0, -1.0, 3.0, 8.0, -8.0, 100.0, -100.0, 1000.0,
+        # just past exp's range in float16/bfloat16 and float32: softmax and logsumexp without
+        # the max subtracted, sigmoid and softplus written naively
+        12.0, -12.0, 89.0, -89.0, 710.0, -710.0, 3.0e38, -3.0e38,
+    ]
+    bounds = _float_bounds(dtype, domain)
+    np_dtype = numpy_dtype(dtype)
+    out: list[float] = []
+    seen: set[tuple] = set()
+    for v in cands:
+        r = float(np.asarray(v, dtype=np.float64).astype(np_dtype))
+        if not bool(bounds.admits(np.asarray([r]))[0]):
+            continue
+        key = ("nan",) if r != r else (r, math.copysign(1.0, r))
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
+def _safe_value(dtype: str, domain: str):
+    values = [v for v in edge_values(dtype, domain) if not (isinstance(v, float) and (v != v or math.isinf(v)))]
+    for v in (1.5, 0.5, 1, 2, 100, True):
+        if v in values:
+            return v
+    return values[0]
+
+
+def fill_edges(dtype: str, shape: tuple[int, ...], domain: str, offset: int = 0) -> np.ndarray:
+    """An array of ``shape`` holding the domain's edge values cycled in order (from ``offset``)."""
+    values = edge_values(dtype, domain)
+    n = math.prod(shape)
+    picked = [values[(offset + i) % len(values)] for i in range(n)]
+    return _as_dtype(np.asarray(picked, dtype=np.float64 if is_floating(dtype) else object), dtype).reshape(shape)
+
+
+def fill_spread(rng: np.random.Generator, dtype: str, shape: tuple[int, ...], domain: str, mix: str = "everything") -> np.ndarray:
+    """Values of ``domain`` drawn with NumPy: one random draw per element, mixed by class.
+
+    Classes: typical (uniform in [-10, 10] clipped to the domain), wide (magnitudes
+    log-uniform over the dtype's whole exponent range, random sign), landmarks and edge
+    values (ties, extremes, subnormals, specials where the domain has them). ``mix`` says
+    which classes take part: ``typical``, ``wide``, ``typical+edges``, ``everything``.
+    Out-of-domain results are replaced by an ordinary in-domain value.
+    """
+    n = math.prod(shape)
+    if dtype == "bool":
+        if domain in ("positive", "ge_one"):
+            return np.ones(shape, dtype=bool)
+        return rng.integers(0, 2, size=shape).astype(bool)
+    if not is_floating(dtype):
+        lo, hi, exclude_zero = _int_bounds(dtype, domain)
+        small = rng.integers(max(lo, -10), min(hi, 10) + 1, size=n, dtype=np.int64)
+        if mix == "typical":
+            out = small
+        else:
+            wide = _uniform_ints(rng, lo, hi, n)
+            edges = np.asarray(edge_values(dtype, domain), dtype=np.int64)
+            which = rng.integers(0, 3, size=n)
+            out = np.where(which == 0, small, np.where(which == 1, wide, edges[rng.integers(0, len(edges), size=n)]))
+        out = out.astype(numpy_dtype(dtype))
+        if exclude_zero:
+            out[out == 0] = _safe_value(dtype, domain)
+        return out.reshape(shape)
+    info = _finfo(dtype)
+    bounds = _float_bounds(dtype, domain)
+    lo, hi = max(bounds.lo, -10.0), min(bounds.hi, 10.0)
+    typical = rng.uniform(lo, hi, size=n)
+    classes = [typical]
+    if mix != "typical":
+        log_lo, log_hi = math.log2(float(info.smallest_subnormal)), math.log2(float(info.max))
+        magnitude = np.exp2(rng.uniform(log_lo, log_hi, size=n))
+        wide = np.where(rng.integers(0, 2, size=n) == 1, -magnitude, magnitude)
+        edges = np.asarray(edge_values(dtype, domain), dtype=np.float64)
+        picked = edges[rng.integers(0, len(edges), size=n)]
+        classes = {"wide": [typical, wide], "typical+edges": [typical, picked], "everything": [typical, wide, picked]}[mix]
+    which = rng.integers(0, len(classes), size=n)
+    values = np.choose(which, classes) if len(classes) > 1 else classes[0]
+    out = _as_dtype(values, dtype)
+    bad = ~bounds.admits(out.astype(np.float64))
+    if bad.any():
+        out[bad] = _safe_value(dtype, domain)
+    return out.reshape(shape)
+
+
+def _uniform_ints(rng: np.random.Generator, lo: int, hi: int, n: int) -> np.ndarray:
+    if hi - lo < 2**63:
+        return rng.integers(lo, hi, size=n, endpoint=True, dtype=np.int64)
+    return rng.integers(0, 2**64 - 1, size=n, endpoint=True, dtype=np.uint64).view(np.int64)  # all of int64
+
+
+def _as_dtype(values: np.ndarray, dtype: str) -> np.ndarray:
+    np_dtype = numpy_dtype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if dtype == "bfloat16":
+            return np.asarray(values, dtype=np.float64).astype(np.float32).astype(np_dtype)
+        return np.asarray(values).astype(np_dtype)
+
+
+MIXES = ("typical", "typical+edges", "wide", "everything")
+
+
 def arrays(
     dtype: str, shape: tuple[int, ...], domain: str, *, subnormal: bool = True
 ) -> st.SearchStrategy[np.ndarray]:
-    """Arrays of ``dtype`` and ``shape`` with elements from ``domain``."""
-    np_dtype = numpy_dtype(dtype)
-    values = elements(dtype, domain, subnormal=subnormal)
-    if dtype == "bfloat16":
-        # hypothesis cannot fill ml_dtypes arrays; draw float32 values already rounded to bfloat16.
-        return hnp.arrays(np.float32, shape, elements=values, fill=st.nothing()).map(lambda a: a.astype(ml_dtypes.bfloat16))
-    # fill=nothing: every element drawn on its own. hypothesis' default fills an array with one
-    # drawn value and sets a few positions, which makes NaN next to a number rare.
-    return hnp.arrays(np_dtype, shape, elements=values, fill=st.nothing())
+    """Arrays of ``dtype`` and ``shape`` with elements from ``domain``.
+
+    Values are filled by NumPy from a drawn seed and a drawn mix of value classes
+    (``fill_spread``): drawing element by element through hypothesis was most of a
+    certification's time. Shrinking still simplifies the mix (towards ``typical``) and
+    the shapes; the failing example itself is saved whole for replay. Under a directive
+    (``directed``) the array holds the edge set or the whole-domain spread instead.
+    """
+    from . import directed
+
+    state = directed.active()
+    if state is not None and state.directive.values:
+        kind = state.directive.values
+        state.consumed.add("values")
+        shape = tuple(shape)
+        if kind == "edges":
+            return st.just(_no_subnormals(fill_edges(dtype, shape, domain), dtype, domain, subnormal))
+        rng = np.random.default_rng(directed._seed(state.directive.label, dtype, shape, domain))
+        mix = "typical" if kind == "typical" else "everything"
+        return st.just(_no_subnormals(fill_spread(rng, dtype, shape, domain, mix), dtype, domain, subnormal))
+
+    def build(drawn) -> np.ndarray:
+        seed_, mix = drawn
+        out = fill_spread(np.random.default_rng(seed_), dtype, tuple(shape), domain, mix)
+        return _no_subnormals(out, dtype, domain, subnormal)
+
+    return st.tuples(st.integers(0, 2**32 - 1), st.sampled_from(MIXES)).map(build)
+
+
+def _no_subnormals(out: np.ndarray, dtype: str, domain: str, subnormal: bool) -> np.ndarray:
+    if subnormal or not is_floating(dtype):
+        return out
+    wide = out.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        sub = (wide != 0) & (np.abs(wide) < float(_finfo(dtype).smallest_normal))
+    if sub.any():
+        out = out.copy()
+        out[sub] = _safe_value(dtype, domain)
+    return out
 
 
 def scalars(dtype: str, domain: str, *, subnormal: bool = True) -> st.SearchStrategy:
-    """A Python scalar (bool, int or float) of ``dtype``'s category from ``domain``."""
+    """A Python scalar (bool, int or float) of ``dtype``'s category from ``domain``.
+
+    Under an edge-values directive, round 0 takes an ordinary value and later rounds a special
+    (NaN, an infinity, -0.0 or the smallest subnormal, whichever the domain admits first).
+    """
+    from . import directed
+
+    state = directed.active()
+    if state is not None and state.directive.values == "edges":
+        state.consumed.add("scalar")
+        category = ("float64" if dtype == "float64" else "float32") if is_floating(dtype) else dtype
+        if state.directive.round == 0:
+            value = _safe_value(category, domain)
+        else:
+            edges = edge_values(category, domain)
+            if not subnormal and is_floating(dtype):
+                tiny = float(_finfo(category).smallest_normal)
+                edges = [v for v in edges if not (v != 0 and abs(v) < tiny)]
+            value = edges[(state.directive.round - 1) % len(edges)]
+        if dtype == "bool":
+            return st.just(bool(value))
+        return st.just(float(value) if is_floating(dtype) else int(value))
     if dtype == "bool":
         return elements("bool", domain)
     if is_floating(dtype):

@@ -54,7 +54,7 @@ def fma(a, b, c, dtype) -> np.ndarray:
     with np.errstate(all="ignore"):
         if dtype == _F32:
             a, b, c = (np.asarray(v, _F32).astype(_F64) for v in (a, b, c))
-            return np.asarray(_sum_round_to_odd(a * b, c)).astype(_F32)
+            return _zero_sign(np.asarray(_sum_round_to_odd(a * b, c)).astype(_F32), a, b, c)
         if dtype != _F64:
             raise TypeError(f"fma is defined here for float32 and float64, not {dtype}")
         a, b, c = np.broadcast_arrays(*(np.asarray(v, _F64) for v in (a, b, c)))
@@ -64,7 +64,14 @@ def fma(a, b, c, dtype) -> np.ndarray:
         fused = vh + _sum_round_to_odd(vl, tl)
         exact_range = np.isfinite(fused) & (np.abs(uh) < 1e300) & (np.abs(c) < 1e300)
         if exact_range.all():
-            return fused
+            return _zero_sign(fused, a, b, c)
         wide = np.longdouble
         outside = (a.astype(wide) * b.astype(wide) + c.astype(wide)).astype(_F64)
-        return np.where(exact_range, fused, outside)
+        return _zero_sign(np.where(exact_range, fused, outside), a, b, c)
+
+
+def _zero_sign(result, a, b, c):
+    """An exactly zero fma result has the sign IEEE gives it: that of a * b + c computed plainly
+    ((-0.0) * 2 + (-0.0) is -0.0; x + (-x) is +0.0); the error-free transforms lose it."""
+    plain = np.asarray(a * b + c).astype(result.dtype)
+    return np.where(result == 0, plain, result) if np.ndim(result) else (plain if result == 0 else result)

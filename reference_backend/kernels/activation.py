@@ -19,6 +19,7 @@ import numpy as np
 
 from ._dtypes import bfloat16, cast, float16, float64, is_bool, is_float, is_int, opmath
 from ._registry import kernel
+from .binary import clamp_like_aten
 from .unary import blockwise64, erf64, round_from_float64, to_float_input
 
 _HALF_TYPES = (float16, bfloat16)
@@ -82,7 +83,7 @@ def relu(self):
     if is_bool(x.dtype):
         raise TypeError("relu: not implemented for bool tensors")
     c = x.astype(opmath(x.dtype), copy=False)
-    return cast(np.maximum(c, np.zeros((), c.dtype)), x.dtype)
+    return cast(clamp_like_aten(c, np.zeros((), c.dtype), None), x.dtype)  # relu(-0.0) is -0.0
 
 
 def _hardtanh(self, min_val, max_val, op: str):
@@ -103,7 +104,7 @@ def _hardtanh(self, min_val, max_val, op: str):
         return np.asarray(np.minimum(np.maximum(x, lo), hi))
     c = x.astype(opmath(x.dtype), copy=False)
     lo, hi = _attr_compute(min_val, x.dtype), _attr_compute(max_val, x.dtype)
-    return cast(np.minimum(np.maximum(c, lo), hi), x.dtype)
+    return cast(clamp_like_aten(c, np.asarray(lo, c.dtype), np.asarray(hi, c.dtype)), x.dtype)
 
 
 @kernel("aten.hardtanh.default")
@@ -191,7 +192,19 @@ def gelu(self, *, approximate="none"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     c, dtype = _float_input(self, "gelu")
     if approximate == "none":
-        return round_from_float64(blockwise64(lambda x: x * 0.5 * (1 + erf64(x * math.sqrt(0.5))), c), dtype)
+        limit = float(np.finfo(c.dtype).max)
+
+        def exact(x):
+            # Eager's vectorized loop forms x * (1 + erf(x / sqrt 2)) before halving it, in the compute
+            # type: past half the type's largest value that overflows to inf (gelu(3.4e38) is inf in a
+            # float32 tensor of 16 elements). Its scalar tail halves first; the reference follows the
+            # vectorized loop, which computes all but the last few elements of a tensor.
+            if c.dtype == np.float64:  # measured: eager's float64 gelu(1.8e308) is finite
+                return x * 0.5 * (1 + erf64(x * math.sqrt(0.5)))
+            y = x * (1 + erf64(x * math.sqrt(0.5)))
+            return np.where(np.abs(y) > limit, np.copysign(np.inf, y), y) * 0.5
+
+        return round_from_float64(blockwise64(exact, c), dtype)
     beta = math.sqrt(2) * (2 / math.sqrt(math.pi)) * 0.5  # M_SQRT2 * M_2_SQRTPI * 0.5
     kappa = 0.044715
     # ATen's constants are opmath_t: rounded to float32 for float, float16 and bfloat16.

@@ -319,9 +319,16 @@ def clamp(self, min=None, max=None):  # noqa: A002 - ATen's names
     dtype = result_type(self, min, max)
     compute = opmath(dtype)
     out = as_array(self, compute)
-    # torch.clamp is min(max(x, lo), hi): NaN anywhere propagates, and lo > hi gives hi.
-    if min is not None:
-        out = np.maximum(out, as_array(min, compute))
-    if max is not None:
-        out = np.minimum(out, as_array(max, compute))
-    return cast(out, dtype)
+    # torch.clamp is min(max(x, lo), hi) with c10's max(a, b) = a < b ? b : a: NaN anywhere
+    # propagates, lo > hi gives hi, and an equal bound keeps x (clamp(-0.0, min=0.0) is -0.0).
+    return cast(clamp_like_aten(out, min if min is None else as_array(min, compute), max if max is None else as_array(max, compute)), dtype)
+
+
+def clamp_like_aten(x, lo, hi):
+    """min(max(x, lo), hi) as ATen computes it: x < lo ? lo : x, then x > hi ? hi : x, NaN propagating."""
+    with np.errstate(invalid="ignore"):
+        if lo is not None:
+            x = np.where(np.isnan(lo) | (x < lo), lo, x) if np.asarray(lo).dtype.kind == "f" else np.where(x < lo, lo, x)
+        if hi is not None:
+            x = np.where(np.isnan(hi) | (x > hi), hi, x) if np.asarray(hi).dtype.kind == "f" else np.where(x > hi, hi, x)
+    return np.asarray(x)

@@ -34,7 +34,7 @@ from conformance.api import (
 from reference_backend import FORMAT_VERSION, ReferenceBackend, ReferenceRuntime, backend_under_test
 from reference_backend import blob as blob_format
 from reference_backend.kernels import KERNELS
-from reference_backend.kernels._dtypes import float16, result_type
+from reference_backend.kernels._dtypes import bfloat16, float16, result_type
 from reference_backend.preprocess import lower
 
 _REFERENCE = backend_under_test()
@@ -699,3 +699,101 @@ class SleepsInExecute(ReferenceRuntime):
 
 sleepy = _make("sleepy", runtime=SleepsInExecute())
 
+
+
+# -- NUM: the bugs real backends have (issue 9: edge values, precision, layouts, large outputs) --
+
+_relu, _mul, _exp, _neg = (KERNELS[f"aten.{n}.default"] if n != "mul" else KERNELS["aten.mul.Tensor"] for n in ("relu", "mul", "exp", "neg"))
+
+
+def _relu_nan_is_zero(self):
+    x = np.asarray(self)
+    return np.where(x > 0, x, np.zeros((), x.dtype)).astype(x.dtype) if x.dtype.kind == "f" or x.dtype == bfloat16 else _relu(self)
+
+
+defect("relu_nan_is_zero", ["NUM-001"], runtime=_with("aten.relu.default", _relu_nan_is_zero))
+
+
+def _mul_bf16_toward_zero(self, other):
+    out = _mul(self, other)
+    if out.dtype != bfloat16:
+        return out
+    wide = (np.asarray(self).astype(np.float32) * np.asarray(other).astype(np.float32)).astype(np.float32)
+    return (wide.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32).astype(bfloat16)  # truncates the low bits
+
+
+defect("bf16_mul_rounds_toward_zero", ["NUM-001"], runtime=_with("aten.mul.Tensor", _mul_bf16_toward_zero))
+
+
+def _exp_in_float32(self):
+    x = np.asarray(self)
+    if x.dtype == np.float64:
+        with np.errstate(over="ignore"):
+            return np.exp(x.astype(np.float32)).astype(np.float64)  # float64 computed in float32
+    return _exp(self)
+
+
+defect("float64_exp_in_float32", ["NUM-001"], runtime=_with("aten.exp.default", _exp_in_float32))
+
+
+def _neg_as_subtraction(self):
+    x = np.asarray(self)
+    return (np.zeros((), x.dtype) - x).astype(x.dtype) if x.dtype.kind == "f" else _neg(self)  # 0 - 0.0 is +0.0
+
+
+defect("neg_loses_sign_of_zero", ["NUM-001"], runtime=_with("aten.neg.default", _neg_as_subtraction))
+
+
+def _flush(a):
+    a = np.asarray(a)
+    if a.dtype.kind != "f":
+        return a
+    tiny = np.finfo(a.dtype).tiny
+    return np.where(np.abs(a) < tiny, np.zeros((), a.dtype), a).astype(a.dtype)
+
+
+defect("subnormal_inputs_flushed", ["NUM-001"], runtime=_with("aten.mul.Tensor", lambda self, other: _mul(_flush(self), _flush(other))))
+
+
+def _add_writes_first_4096(self, other, *, alpha=1):
+    out = np.array(_add(self, other, alpha=alpha))
+    if out.size > 4096:
+        out.reshape(-1)[4096:] = 0  # a tiling bug: only the first tile of a large output is written
+    return out
+
+
+defect("large_output_partly_written", ["NUM-001"], runtime=_with("aten.add.Tensor", _add_writes_first_4096))
+
+_max_pool2d = KERNELS["aten.max_pool2d.default"]
+
+
+def _max_pool_zero_padding(self, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
+    pads = [padding] * 2 if isinstance(padding, int) else (list(padding) * 2)[:2]
+    if not any(pads):
+        return _max_pool2d(self, kernel_size, stride, padding, dilation, ceil_mode)
+    x = np.asarray(self)
+    width = [(0, 0)] * (x.ndim - 2) + [(pads[0], pads[0]), (pads[1], pads[1])]
+    padded = np.pad(x, width, constant_values=0)  # pads with 0 where max pooling pads with -inf
+    return _max_pool2d(padded, kernel_size, stride or kernel_size, (0,), dilation, ceil_mode)
+
+
+defect("max_pool_pads_with_zero", ["NUM-001"], runtime=_with("aten.max_pool2d.default", _max_pool_zero_padding))
+
+
+class ReadsBuffersAsContiguous(ReferenceRuntime):
+    """Reads every input tensor's memory as if it were C-contiguous, ignoring its strides."""
+
+    def execute(self, context, handle, args):
+        from conformance.api import EValue
+
+        fixed = []
+        for a in args:
+            v = a.value if isinstance(a, EValue) else None
+            if isinstance(v, np.ndarray) and v.size and not v.flags.c_contiguous:
+                v = np.lib.stride_tricks.as_strided(v, v.shape, np.empty(v.shape, v.dtype).strides).copy()
+                a = EValue(v)
+            fixed.append(a)
+        return super().execute(context, handle, fixed)  # outputs are untouched, so they are the same objects
+
+
+defect("strided_inputs_read_as_contiguous", ["NUM-001"], runtime=ReadsBuffersAsContiguous())

@@ -1,0 +1,197 @@
+"""The deterministic part of every NUM check: an edge set and a coverage plan derived from the spec.
+
+Hypothesis draws are random and few (8 per op x dtype in the ``ci`` profile), so on their
+own they rarely meet the case that matters: NaN reaching relu, a subnormal reaching mul,
+a reduction over a non-last dim, an operand that broadcasts along its leading axes. Beside
+them, every check runs a fixed list of ``Directive``s. A directive forces some choices of
+the op's own signature (the strategy that draws its calls) and leaves the rest to a
+deterministic draw:
+
+- ``values``: the data operands hold the domain's edge values (NaN, +-Inf, +-0.0, the
+  smallest subnormal and normal, the dtype's extremes, ties), shaped so that binary ops
+  meet every pair (``(k, 1)`` against ``(1, k)``); one round puts a special in the Python
+  scalar operand too;
+- ``large``: one input of at least 65,536 elements in a non-trivial shape, with values
+  spread over the whole domain (wide magnitudes where naive formulas overflow);
+- ``empty`` and ``scalar``: a zero-size and a 0-d tensor;
+- ``attr``: every allowed value of every attribute of the spec;
+- ``dim``: every dim of every rank (the last spelled -1), on a non-empty input;
+- ``broadcast``: every broadcast pattern of each operand (missing, size-1 leading and
+  trailing dims, a 0-d operand, the outer product), on non-empty inputs.
+
+The strategy helpers (``values.arrays``, ``values.scalars``, ``shapes.shapes``,
+``shapes.broadcast_shapes``, ``shapes.dim_index``, ``attr``) obey the directive in force
+and record what they consumed. A directive whose forced parts the signature never asked
+for does not apply to that op (pooling draws its own shapes, for example): the check
+reports it as not applied, never as passed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from random import Random
+from types import MappingProxyType
+from typing import Any
+
+from hypothesis.control import BuildContext
+from hypothesis.internal.conjecture.data import ConjectureData
+
+LARGE_ELEMENTS = 65_536
+"""The large edge case holds at least this many elements."""
+LARGE_SHAPES = {1: (65_537,), 2: (257, 263), 3: (3, 131, 173), 4: (2, 3, 107, 103), 5: (2, 2, 3, 73, 79)}
+"""Non-trivial shapes (odd, prime sides: no vector width divides them) of at least LARGE_ELEMENTS."""
+RANK_SIDES = (3, 4, 5, 2, 3, 2)
+"""Sides of the non-empty inputs of ``dim`` directives: distinct neighbours, so a kernel that mixes up
+two dims changes the result's shape or values."""
+MAX_DIRECTED_RANK = 4
+
+
+@dataclass(frozen=True)
+class Directive:
+    """One deterministic case of a NUM check."""
+
+    kind: str
+    """values, large, empty, scalar, attr, dim, broadcast: the report counts cases by kind."""
+    label: str
+    values: str | None = None
+    """edges (the domain's edge values) or spread (the whole domain), for data operands."""
+    shape: str | None = None
+    """edges, large, empty, scalar or rank: what shapes() and broadcast_shapes() return."""
+    rank: int | None = None
+    attrs: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    dim: int | None = None
+    broadcast: int | None = None
+    """Index into broadcast_patterns(n) for the n operands the signature broadcasts."""
+    round: int = 0
+    """Which edge value a Python scalar operand takes (round 0: an ordinary value)."""
+    first_attrs: bool = True
+    """Attributes not forced take their first allowed value (the spec lists the plain one first, e.g.
+    alpha=1), so edge values meet the op itself rather than its attribute arithmetic."""
+
+    def required(self) -> set[str]:
+        """The parts a signature must consume for the directive to apply."""
+        need = set()
+        if self.values:
+            need.add("values")
+        if self.shape:
+            need.add("shape")
+        if self.dim is not None:
+            need.add("dim")
+        if self.broadcast is not None:
+            need.add("broadcast")
+        need |= {f"attr:{k}" for k in self.attrs}
+        if self.round:
+            need.add("scalar")
+        return need
+
+
+@dataclass
+class _Active:
+    directive: Directive
+    consumed: set[str] = field(default_factory=set)
+
+
+_ACTIVE: contextvars.ContextVar[_Active | None] = contextvars.ContextVar("conformance_directive", default=None)
+
+
+def active() -> _Active | None:
+    """The directive in force for the current draw, if any (the strategy helpers call this)."""
+    return _ACTIVE.get()
+
+
+def consume(part: str) -> None:
+    current = _ACTIVE.get()
+    if current is not None:
+        current.consumed.add(part)
+
+
+@contextlib.contextmanager
+def _directing(directive: Directive) -> Iterator[_Active]:
+    state = _Active(directive)
+    token = _ACTIVE.set(state)
+    try:
+        yield state
+    finally:
+        _ACTIVE.reset(token)
+
+
+def _seed(*parts: Any) -> int:
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "little")
+
+
+def draw_directed(strategy, directive: Directive, *key: Any) -> tuple[Any, set[str]]:
+    """Draw once from ``strategy`` under ``directive``: (the call, set()), or (None, the parts the
+    signature never consumed) when the directive does not apply to this op.
+
+    The unforced choices come from a Random seeded by ``key`` and the directive's label, so
+    the same op, dtype and directive give the same call in every process. This drives
+    hypothesis' own ConjectureData directly (one draw, no test engine): hypothesis is pinned
+    in pyproject.toml and tests/harness/test_directed.py guards the internals this relies on.
+    """
+    data = ConjectureData(random=Random(_seed(*key, directive.label)), max_choices=1_000_000)
+    with _directing(directive) as state, BuildContext(data, is_final=True, wrapped_test=None):
+        try:
+            call = data.draw(strategy)
+        except BaseException as exc:  # a forced value the signature cannot build on (a filter it never passes)
+            if type(exc).__name__ in ("StopTest", "UnsatisfiedAssumption", "Frozen", "InvalidArgument"):
+                return None, {"draw"}
+            raise
+    missing = directive.required() - state.consumed
+    return (None, missing) if missing else (call, set())
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan
+
+
+def broadcast_patterns(n: int) -> list[tuple[str, tuple[tuple[int, ...], ...]]]:
+    """Every way one of ``n`` operands broadcasts against the others, plus the outer product."""
+    full = (3, 4)
+    out: list[tuple[str, tuple[tuple[int, ...], ...]]] = [("same shape", (full,) * n)]
+    for i in range(n):
+        for name, shape in (("0-d", ()), ("missing leading dim", (4,)), ("leading 1", (1, 4)), ("trailing 1", (3, 1))):
+            shapes = tuple(shape if j == i else full for j in range(n))
+            out.append((f"operand {i} {name}", shapes))
+    outer = tuple(tuple(3 + j if k == j else 1 for k in range(n)) for j in range(n))
+    out.append(("outer product", outer))
+    rank4 = ((2, 1, 4, 1), (3, 1, 5)) + ((2, 3, 4, 5),) * (n - 2)
+    out.append(("rank 4 against rank 3", rank4[:n]))
+    return out
+
+
+def plan(spec, dtype: str) -> list[list[Directive]]:
+    """The directives of one op x dtype check, in a fixed order, in groups.
+
+    A group is abandoned when its first directive does not apply (an op without a dim
+    attribute takes none of the ``dim`` directives), so trying costs one draw, not twenty.
+    """
+    groups = [
+        [Directive("values", "edge values", values="edges", shape="edges")],
+        [Directive("values", "edge values, special scalar operand", values="edges", shape="edges", round=1)],
+        [Directive("large", f"large input (>= {LARGE_ELEMENTS} elements, whole domain)", values="spread", shape="large")],
+        [Directive("empty", "empty tensor", shape="empty")],
+        [Directive("scalar", "0-d tensor of edge values", values="edges", shape="scalar")],
+    ]
+    # Coverage directives use ordinary values: they are about the attribute, the dim or the pattern.
+    for key, choices in spec.attrs.items():
+        groups.append([
+            Directive("attr", f"{key}={value!r}", values="typical", attrs=MappingProxyType({key: value}), first_attrs=False)
+            for value in choices
+        ])
+    # Every dim of every rank once, the last spelled -1 and the others non-negative, so each rank
+    # also meets a negative dim.
+    groups.append([
+        Directive("dim", f"dim {dim} of rank {rank}", values="typical", shape="rank", rank=rank, dim=dim, first_attrs=False)
+        for rank in range(1, MAX_DIRECTED_RANK + 1)
+        for dim in (-1, *range(rank - 1))
+    ])
+    groups.append([
+        Directive("broadcast", f"broadcast pattern {j}", values="typical", broadcast=j, first_attrs=False)
+        for j in range(len(broadcast_patterns(3)))
+    ])
+    skipped = getattr(spec, "skip_edges", {})
+    return [[d for d in group if d.kind not in skipped] for group in groups if group]
