@@ -107,8 +107,11 @@ def reduce_dims(draw, spec, dtype, op):
         kinds.append("none")
     if param(spec, "dim_empty", True):
         kinds.append("empty")
-    kind = draw(st.sampled_from(kinds))
-    if kind == "none":
+    forced = directed_dim(rank)  # a ``dim`` directive asks for a list of that one dim
+    kind = "forced" if forced is not None else draw(st.sampled_from(kinds))
+    if kind == "forced":
+        dim, reduced = [forced], [forced % rank] if rank else ()
+    elif kind == "none":
         dim, reduced = None, range(rank)
     elif kind == "empty":
         dim, reduced = [], (range(rank) if param(spec, "empty_reduces_all", True) else ())

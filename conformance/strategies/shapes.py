@@ -93,7 +93,6 @@ def _directed_broadcast(n: int, min_rank: int, max_rank: int) -> tuple | None:
     out: tuple | None = None
     if d.broadcast is not None:
         patterns = directed.broadcast_patterns(n)
-        state.consumed.add("broadcast")  # the op broadcasts; whether this pattern fits is another matter
         if d.broadcast < len(patterns):
             out = patterns[d.broadcast][1]
     elif d.shape == "edges" and max_rank >= 1:
@@ -115,8 +114,7 @@ def _directed_broadcast(n: int, min_rank: int, max_rank: int) -> tuple | None:
         return None
     if any(len(s) > max_rank for s in out) or max(len(s) for s in out) < min_rank:
         return None
-    if d.broadcast is None:
-        state.consumed.add("shape")
+    state.consumed.add("shape" if d.broadcast is None else "broadcast")
     return out
 
 
