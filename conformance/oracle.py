@@ -102,6 +102,10 @@ class Comparison:
                 out[key] = str(v)
         for key in ("expected_at_worst", "actual_at_worst"):
             out[key] = _jsonable(out[key])
+        for key in ("max_abs", "expected_at_worst", "actual_at_worst"):
+            # exact, and safe to carry between pytest-xdist workers: execnet refuses ints past 32 bits
+            if isinstance(out[key], int) and not isinstance(out[key], bool) and not -(2**31) <= out[key] < 2**31:
+                out[key] = str(out[key])
         return out
 
 
