@@ -103,7 +103,12 @@ class BackendInterface(ABC):
 
     @abstractmethod
     def execute(self, context: BackendExecutionContext, handle: Any, args: list[EValue]) -> Error:
-        """Run ``handle`` on ``args`` (inputs then outputs); return ``Error.Ok`` on success."""
+        """Run ``handle`` on ``args`` (inputs then outputs); return ``Error.Ok`` on success.
+
+        Input tensors may have any of the strides of ``conformance.api.tensors.INPUT_LAYOUTS``
+        (transposed, offset and strided, channels-last): read them through their strides.
+        Outputs are preallocated C-contiguous arrays the backend writes in place.
+        """
 
     @abstractmethod
     def destroy(self, handle: Any) -> None:
