@@ -9,6 +9,7 @@ from typing import Any
 from tabulate import tabulate
 
 from conformance.results import Category
+from conformance.specs import EDGE_KINDS
 
 MARKS = {
     Category.PASS.value: "✅",
@@ -82,6 +83,22 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
         lines += [tabulate(rows, headers=["check", "category", "message", "replay"], tablefmt="github"), ""]
         if len(failures) > max_failures:
             lines += [f"... and {len(failures) - max_failures} more in report.json.", ""]
+    depth = numerics_depth(report)
+    if depth["checks"]:
+        lines += [
+            "## Depth of the numerics",
+            "",
+            f"{depth['checks']} op x dtype checks compared {depth['compared']} programs with the reference: "
+            f"{depth['examples']} hypothesis examples and the deterministic edge set below; "
+            f"{depth['layouts']} runs with non-contiguous inputs ({', '.join(f'{k} {v}' for k, v in sorted(depth['by_layout'].items()))}).",
+            "",
+            tabulate(
+                [(k, depth["applied"].get(k, 0), depth["not_applicable"].get(k, 0)) for k in EDGE_KINDS],
+                headers=["edge case", "applied", "not applicable to the op"],
+                tablefmt="github",
+            ),
+            "",
+        ]
     matrix = op_dtype_matrix(report)
     if matrix:
         dtypes = sorted({d for row in matrix.values() for d in row})
@@ -109,6 +126,25 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
         "",
     ]
     return "\n".join(lines)
+
+
+def numerics_depth(report: Mapping[str, Any]) -> dict[str, Any]:
+    """What the NUM checks compared: programs, hypothesis examples, edge cases by kind, layouts."""
+    out: dict[str, Any] = {"checks": 0, "compared": 0, "examples": 0, "layouts": 0, "by_layout": {}, "applied": {}, "not_applicable": {}}
+    for r in report["results"]:
+        stats = r.get("stats") or {}
+        if not (r.get("clause") or "").startswith("NUM-") or "edge_cases" not in stats:
+            continue
+        out["checks"] += 1
+        out["compared"] += int(stats.get("compared") or 0)
+        out["examples"] += int(stats.get("examples") or 0)
+        for layout in stats.get("layouts") or ():
+            out["layouts"] += 1
+            out["by_layout"][layout] = out["by_layout"].get(layout, 0) + 1
+        for key, field in (("applied", "edge_cases"), ("not_applicable", "edge_cases_not_applicable")):
+            for kind, n in (stats.get(field) or {}).items():
+                out[key][kind] = out[key].get(kind, 0) + int(n)
+    return out
 
 
 def op_dtype_matrix(report: Mapping[str, Any]) -> dict[str, dict[str, str]]:
