@@ -216,6 +216,14 @@ class ReferenceRuntime(BackendInterface):
                     )
                 if not out.flags.writeable:
                     raise BackendError(Error.InvalidArgument, f"output {position} is read-only")
+                declared = program.values[value_id].dims
+                if out.ndim != len(declared) or any(
+                    d.kind is DimKind.STATIC and d.value != n for d, n in zip(declared, out.shape)
+                ):
+                    shown = [d.value if d.kind is DimKind.STATIC else "?" for d in declared]
+                    raise BackendError(
+                        Error.InvalidArgument, f"output {position} was allocated as {list(out.shape)}, the program declares {shown}"
+                    )
             elif not isinstance(arg, EValue) or not isinstance(arg.value, _SCALAR_TYPES[info.kind]):
                 raise BackendError(Error.InvalidArgument, f"output {position} must be a {info.kind.name} EValue")
         for value_id, array in plan.constants.items():
@@ -252,7 +260,9 @@ class ReferenceRuntime(BackendInterface):
     def _run(self, plan: _Plan, slots: list[Any], context: BackendExecutionContext) -> None:
         tracer = getattr(context, "event_tracer", None)
         temp: MemoryAllocator | None = getattr(context, "temp_allocator", None)
+        symbols = self._symbols(plan, slots)
         for step in plan.steps:
+            self._bound(plan, step, symbols, temp)
             args = [_resolve(a, slots) for a in step.args]
             kwargs = {k: _resolve(v, slots) for k, v in step.kwargs}
             start = time.perf_counter_ns()
@@ -286,6 +296,47 @@ class ReferenceRuntime(BackendInterface):
                     slots[value_id] = self._place(plan, step, value_id, value, temp)
             if tracer is not None:
                 tracer.log_profiling_delegate(None, step.debug_id, start, time.perf_counter_ns())
+
+    @staticmethod
+    def _symbols(plan: _Plan, slots: list[Any]) -> dict[int, int]:
+        """The sizes the bound inputs gave the program's symbolic dims."""
+        out: dict[int, int] = {}
+        for value_id in plan.program.inputs:
+            for dim, size in zip(plan.program.values[value_id].dims, np.shape(slots[value_id])):
+                if dim.kind is DimKind.SYMBOL:
+                    out[dim.value] = int(size)
+        return out
+
+    def _bound(self, plan: _Plan, step: _Step, symbols: dict[int, int], temp: MemoryAllocator | None) -> None:
+        """Refuse a step whose declared results cannot fit, before its kernel allocates anything.
+
+        A blob declares every value's dims; a kernel needs its result plus transients of up to
+        KERNEL_HEADROOM times that. Checking after the kernel (as _place does) is too late for a
+        973-byte blob that asks arange for 2**27 elements: the process would allocate gigabytes first.
+        """
+        available = temp.available if temp is not None else UNBOUNDED_TEMP_BYTES
+        for value_id in step.outputs:
+            if value_id == NO_VALUE or plan.program.values[value_id].kind is not ValueKind.TENSOR:
+                continue
+            elements = 1
+            for dim in plan.program.values[value_id].dims:
+                if dim.kind is DimKind.STATIC:
+                    elements *= dim.value
+                elif dim.kind is DimKind.SYMBOL and dim.value in symbols:
+                    elements *= symbols[dim.value]
+                else:
+                    elements = None  # data-dependent: the kernel's result is checked by _place
+                    break
+            if elements is None:
+                continue
+            nbytes = elements * plan.dtypes[value_id].itemsize
+            if nbytes * KERNEL_HEADROOM > available:
+                raise BackendError(
+                    Error.MemoryAllocationFailed,
+                    f"{step.op} declares a {nbytes}-byte result; with its working memory that exceeds the "
+                    f"{available} bytes the temp allocator has left, so it was refused before running",
+                    debug_handle=step.debug_id,
+                )
 
     def _place(self, plan: _Plan, step: _Step, value_id: int, value: Any, temp: MemoryAllocator | None) -> Any:
         info = plan.program.values[value_id]
@@ -340,6 +391,12 @@ class ReferenceRuntime(BackendInterface):
                 raise BackendError(Error.DelegateInvalidHandle, f"{handle!r} is not a live handle of this runtime")
             self._live.discard(handle)
         handle.plan = None
+
+
+KERNEL_HEADROOM = 4
+"""A kernel may need this many times its result in transients (casts to the compute type, copies)."""
+UNBOUNDED_TEMP_BYTES = 1 << 30
+"""The budget of a step when the caller gives no temp allocator."""
 
 
 def _tensor_arg(arg: Any, what: str) -> np.ndarray:

@@ -144,3 +144,39 @@ def test_missing_named_data_is_an_invalid_program(mlp):
     with pytest.raises(BackendError) as err:
         ReferenceRuntime().init(context, FreeableBuffer(result.processed_bytes), [])
     assert err.value.error is Error.InvalidProgram and "lacks" in err.value.message
+
+
+def _arange_blob(end: int):
+    from conformance.programs import program_for
+    from conformance.strategies import Call
+
+    return ReferenceBackend.preprocess(program_for(Call("aten.arange.start_step", (0, end, 1), {"dtype": "int64"})).exported, [])
+
+
+def test_a_blob_cannot_make_the_runtime_allocate_past_the_temp_allocator():
+    """Issue 10: a 973-byte blob (arange to 2**27) made the reference allocate 3.1 GB before any check."""
+    from reference_backend.kernels import KERNELS
+
+    calls = []
+    table = dict(KERNELS)
+    table["aten.arange.start_step"] = lambda *a, **k: calls.append(a) or KERNELS["aten.arange.start_step"](*a, **k)
+    runtime = ReferenceRuntime(kernels=table)
+    result = _arange_blob(1 << 20)  # 8 MiB of int64
+    assert len(result.processed_bytes) < 2048
+    handle = runtime.init(
+        BackendInitContext(runtime_allocator=MemoryAllocator(1 << 20), named_data_map=NamedDataMap()),
+        FreeableBuffer(result.processed_bytes),
+        [],
+    )
+    small = BackendExecutionContext(temp_allocator=MemoryAllocator(1 << 20))
+    with pytest.raises(BackendError) as info:
+        runtime.execute(small, handle, [EValue(np.empty(1 << 20, np.int64))])
+    assert info.value.error is Error.MemoryAllocationFailed and "refused before running" in str(info.value)
+    assert not calls, "the kernel ran (and allocated) before the bound was checked"
+    with pytest.raises(BackendError) as info:  # an output smaller than the program declares: refused up front
+        runtime.execute(BackendExecutionContext(temp_allocator=MemoryAllocator(1 << 30)), handle, [EValue(np.empty(5, np.int64))])
+    assert info.value.error is Error.InvalidArgument and not calls
+    out = np.empty(1 << 20, np.int64)
+    assert runtime.execute(BackendExecutionContext(temp_allocator=MemoryAllocator(1 << 30)), handle, [EValue(out)]) is Error.Ok
+    assert calls and out[-1] == (1 << 20) - 1
+    runtime.destroy(handle)
