@@ -9,7 +9,11 @@ What it does:
 - makes ``backend`` a fixture parametrized over the named backends (id = the
   name, marker ``backend_<name>``), and deselects checks outside the profile;
 - gives every check a ``result`` recorder; each report carries its result record
-  in ``user_properties``, so pytest-xdist moves them with no extra plumbing;
+  in ``user_properties``, so pytest-xdist moves them with no extra plumbing. A record
+  travels as one JSON string (``conformance.transport``): execnet refuses integers
+  below -2**31 and strings with lone surrogates, and a report it refuses kills the
+  worker and every check queued on it. The failure text pytest sends along is
+  cleaned the same way, so no value a backend produces can end the session;
 - classifies outcomes into categories (``conformance.results.Category``):
   a check raises ``CheckFailure`` with a category; pytest-timeout's timeout is
   TIMEOUT; a lost xdist worker is CRASH; a worker the hard-timeout watchdog had
@@ -33,6 +37,7 @@ from typing import Any
 
 import pytest
 
+from conformance import transport
 from conformance.results import Category, CheckFailure
 
 STASH_STATE = pytest.StashKey["_State"]()
@@ -114,7 +119,10 @@ def pytest_configure(config):
         config.addinivalue_line("markers", f"backend_{_marker_name(name)}: checks of backend {name}")
     from conformance.strategies import profiles
 
-    profiles.register()  # before hypothesis' own plugin reads --hypothesis-profile
+    # Before hypothesis' own plugin reads --hypothesis-profile. Also makes every draw independent
+    # of which modules this process has imported (hypothesis' "local constants"), so a check draws
+    # the same examples whichever xdist worker runs it and whatever the backend's source holds.
+    profiles.register()
     st = _State(config)
     config.stash[STASH_STATE] = st
     config.pluginmanager.register(_Collector(st), "conformance-collector")
@@ -350,7 +358,7 @@ def pytest_runtest_protocol(item, nextitem):
 
 def pytest_runtest_setup(item):
     if _active(item.config):
-        item.user_properties.append((META_KEY, _meta(item)))
+        item.user_properties.append((META_KEY, transport.encode(_meta(item))))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -359,9 +367,8 @@ def pytest_runtest_makereport(item, call):
     if not _active(item.config):
         return
     report = outcome.get_result()
-    if report.when == "setup" and report.passed:
-        return
-    if report.when == "teardown" and report.passed:
+    if report.passed and report.when in ("setup", "teardown"):
+        _clean_report(report)
         return
     recorder = item.stash.get(_RECORDER, None)
     record = dict(recorder.data) if recorder else {"clause": _clause_of(item)}
@@ -377,7 +384,36 @@ def pytest_runtest_makereport(item, call):
         if exc.stage:
             record["stage"] = exc.stage
     record["phase"] = report.when
-    report.user_properties.append((RESULT_KEY, record))
+    report.user_properties.append((RESULT_KEY, transport.encode(record)))
+    _clean_report(report)
+
+
+def _clean_report(report) -> None:
+    """The failure text and captured output of ``report`` as text any process boundary carries."""
+    report.longrepr = transport.clean_longrepr(report.longrepr)
+    if report.sections:
+        report.sections = transport.clean_sections(report.sections)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_report_to_serializable(config, report):
+    """The last guard before execnet on a worker: a report it would refuse (a value that slipped
+    past the cleaning above, e.g. a check's own ``record_property``) is made carriable instead of
+    ending the worker and losing every check queued on it."""
+    outcome = yield
+    if not _active(config) or not _is_worker(config):
+        return
+    data = outcome.get_result()
+    if data is None:
+        return
+    try:
+        import execnet
+    except ImportError:  # pragma: no cover - xdist brings it
+        return
+    try:
+        execnet.dumps(data)
+    except Exception:
+        outcome.force_result(transport.carriable(data))
 
 
 def _check_failure(exc: BaseException | None) -> CheckFailure | None:
@@ -451,9 +487,9 @@ class _Collector:
         st = self.st
         props = dict(report.user_properties)
         if META_KEY in props:
-            st.meta[report.nodeid] = props[META_KEY]
+            st.meta[report.nodeid] = _decoded(props[META_KEY], report.nodeid, {})
         if RESULT_KEY in props:
-            record = props[RESULT_KEY]
+            record = _decoded(props[RESULT_KEY], report.nodeid, st.meta.get(report.nodeid, {}))
             record["nodeid"] = report.nodeid
             record["duration_s"] = round(report.duration, 6)
             previous = st.records.get(report.nodeid)
@@ -482,6 +518,23 @@ class _Collector:
                 leftover.unlink(missing_ok=True)
             st.run_dir.rmdir()
             st.run_dir = None
+
+
+def _decoded(value: Any, nodeid: str, meta: dict) -> dict:
+    """A record or meta as the worker encoded it; a HARNESS_ERROR (with ``meta``) if unreadable."""
+    try:
+        decoded = transport.decode(value)
+        if isinstance(decoded, dict):
+            return decoded
+        problem = f"a {type(decoded).__name__}, not a record"
+    except ValueError as exc:
+        problem = str(exc)
+    return {
+        "clause": _clause_from_nodeid(nodeid),
+        **meta,
+        "category": Category.HARNESS_ERROR.value,
+        "message": transport.clean_text(f"the result record of this check could not be read ({problem}): {value!r}"),
+    }
 
 
 def _record_lost_worker(st: _State, report) -> None:
@@ -541,7 +594,10 @@ def safe_name(name: str) -> str:
 
 
 def write_json_atomic(path: Path, document: Any) -> None:
+    """``document`` as strict JSON (NaN and infinities as strings, text cleaned; see
+    conformance.transport), written whole or not at all."""
+    text = transport.dumps_document(document)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(document, indent=1, sort_keys=True, default=str))
+    tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)

@@ -227,7 +227,7 @@ _CPP_REGISTRY = (
 
 def _xnnpack_not_applicable() -> dict[str, str]:
     na = {f"REG-00{i}": _CPP_REGISTRY for i in range(1, 6)}
-    na.update({"RT-006": _NO_HANDLES, "RT-007": _NO_HANDLES, "RT-014": _NO_ALLOCATORS, "DBG-003": _NO_ETDUMP})
+    na.update({"RT-006": _NO_HANDLES, "RT-007": _NO_HANDLES, "RT-019": _NO_HANDLES, "RT-014": _NO_ALLOCATORS, "DBG-003": _NO_ETDUMP})
     return na
 
 
@@ -236,6 +236,7 @@ def _portable_not_applicable() -> dict[str, str]:
         "REG-": "executorch-portable delegates nothing: no backend enters ExecuTorch's backend table",
         "RT-006": _NO_HANDLES.replace("XnnpackBackend::execute static_casts", "delegates static_cast")
         .replace(" (backends/xnnpack/runtime/XNNPACKBackend.cpp)", ""),
+        "RT-019": "executorch-portable has no delegate handle to destroy and revive: Method itself is the handle",
         "RT-007": "executorch-portable has no delegate handle: Method itself is the handle and is owned by "
         "the pybindings, which cannot be handed a foreign one",
         "RT-014": _NO_ALLOCATORS,

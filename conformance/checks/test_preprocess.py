@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import re
+from typing import Any
 
-import numpy as np
 import pytest
 
 from conformance.api import BackendError, NamedDataStoreOutput, PreprocessResult
@@ -13,17 +14,106 @@ from conformance.results import Category, CheckFailure
 
 from . import _support as support
 
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
-def _fingerprint(exported) -> str:
-    """Graph code, node metadata that matters, and every state-dict tensor's bytes."""
-    h = hashlib.sha256()
-    h.update(exported.graph_module.code.encode())
+
+def _dims(sizes) -> str:
+    """Sizes or strides, symbolic ones (SymInt) by their expression."""
+    return "(" + ", ".join(str(s) for s in sizes) + ("," if len(sizes) == 1 else "") + ")"
+
+
+def _describe(value: Any) -> str:
+    """A stable description of a node argument or metadata value: tensors (FakeTensors in
+    ``val``) by type, shape, dtype, stride and device; nodes by name; other values by repr,
+    memory addresses removed."""
+    import torch
+
+    if isinstance(value, torch.fx.Node):
+        return f"%{value.name}"
+    if isinstance(value, torch.Tensor):
+        try:
+            stride = _dims(value.stride())
+        except Exception:  # sparse and other layouts without strides
+            stride = None
+        return (f"{type(value).__name__}(shape={_dims(value.shape)}, dtype={value.dtype}, "
+                f"stride={stride}, device={value.device}, requires_grad={value.requires_grad})")
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return f"{type(value).__name__}({value})"
+    if isinstance(value, (list, tuple)):
+        return f"{type(value).__name__}[{', '.join(_describe(v) for v in value)}]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_describe(v)}" for k, v in value.items()) + "}"
+    return _ADDRESS.sub("", repr(value))
+
+
+def _snapshot(exported) -> dict[str, Any]:
+    """What preprocess must leave alone (PRE-003): every node's name, op, target, arguments and
+    every metadata entry (stack_trace, nn_module_stack, from_node, val, debug_handle, ...), the
+    graph signature, the generated code and the bytes of every state-dict tensor and constant."""
+    import torch
+
+    nodes = {}
     for node in exported.graph.nodes:
-        h.update(f"{node.name}|{node.op}|{node.target}|{node.args}|{node.kwargs}|{node.meta.get('debug_handle')}".encode())
-    for name, tensor in sorted(exported.state_dict.items()):
-        h.update(name.encode())
-        h.update(np.ascontiguousarray(tensor.detach().float().numpy()).tobytes())
-    return h.hexdigest()
+        nodes[node.name] = {
+            "op": node.op,
+            "target": _describe(node.target) if not callable(node.target) else str(node.target),
+            "args": _describe(node.args),
+            "kwargs": _describe(node.kwargs),
+            **{f"meta[{key!r}]": _describe(node.meta[key]) for key in node.meta},
+        }
+    tensors = {}
+    for kind, table in (("state_dict", exported.state_dict), ("constants", getattr(exported, "constants", {}) or {})):
+        for name, tensor in sorted(table.items()):
+            if isinstance(tensor, torch.Tensor):
+                data = tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
+                tensors[f"{kind}[{name!r}]"] = _describe(tensor) + " sha256 " + hashlib.sha256(data).hexdigest()[:16]
+            else:
+                tensors[f"{kind}[{name!r}]"] = _describe(tensor)
+    return {
+        "nodes": nodes,
+        "order": list(nodes),
+        "signature": str(exported.graph_signature),
+        "range_constraints": _describe(dict(exported.range_constraints)),
+        "code": exported.graph_module.code,
+        "tensors": tensors,
+    }
+
+
+def _short(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What preprocess changed, one phrase per change, most telling first."""
+    out = []
+    removed = [n for n in before["order"] if n not in after["nodes"]]
+    added = [n for n in after["order"] if n not in before["nodes"]]
+    if removed:
+        out.append(f"removed node(s) {removed[:5]}")
+    if added:
+        out.append(f"added node(s) {added[:5]}")
+    if not removed and not added and before["order"] != after["order"]:
+        out.append("reordered the nodes")
+    for name in before["order"]:
+        if name not in after["nodes"]:
+            continue
+        b, a = before["nodes"][name], after["nodes"][name]
+        for key in b:
+            if key not in a:
+                out.append(f"node {name!r} lost {key}")
+            elif a[key] != b[key]:
+                out.append(f"{key} of node {name!r} changed from {_short(b[key])} to {_short(a[key])}")
+        for key in a:
+            if key not in b:
+                out.append(f"node {name!r} gained {key} ({_short(a[key])})")
+    for key in ("signature", "range_constraints", "code"):
+        if before[key] != after[key]:
+            out.append(f"the graph {key.replace('_', ' ')} changed")
+    for key in sorted(set(before["tensors"]) | set(after["tensors"])):
+        if before["tensors"].get(key) != after["tensors"].get(key):
+            out.append(f"{key} changed" if key in before["tensors"] and key in after["tensors"] else
+                       f"{key} {'disappeared' if key in before['tensors'] else 'appeared'}")
+    return out
 
 
 def _node_handles(exported) -> set[int]:
@@ -60,15 +150,25 @@ def test_PRE_002_deterministic(backend, result):
 def test_PRE_003_program_not_mutated(backend, result, program):
     contract = support.contract_program(program)
     exported = contract.fresh()
-    before = _fingerprint(exported)
+    before = _snapshot(exported)
     try:
         Driver(backend).preprocess(exported)
     except CheckFailure as exc:
         if exc.category is Category.NOT_SUPPORTED:
             result.not_applicable(f"the backend refuses {program} ({exc.message})")
         raise
-    if _fingerprint(exported) != before:
-        raise CheckFailure(Category.CONTRACT_VIOLATION, f"preprocess changed the {program} program it was given")
+    meta = [k for node in before["nodes"].values() for k in node if k.startswith("meta[")]
+    result.stats(nodes=len(before["nodes"]), meta_entries=len(meta),
+                 **{f"nodes_with_{k}": meta.count(f"meta[{k!r}]") for k in ("stack_trace", "nn_module_stack", "from_node", "val")})
+    changes = _changes(before, _snapshot(exported))
+    if changes:
+        more = f" (and {len(changes) - 3} more change(s))" if len(changes) > 3 else ""
+        raise CheckFailure(
+            Category.CONTRACT_VIOLATION,
+            f"preprocess changed the {program} program it was given: {'; '.join(changes[:3])}{more}. "
+            "The caller keeps using the program after preprocess; work on a copy (copy.deepcopy(edge_program)) "
+            "instead of editing its graph, nodes or metadata in place.",
+        )
 
 
 def test_PRE_004_debug_handle_map_points_at_real_nodes(backend, result):
@@ -186,3 +286,65 @@ def test_PRE_007_multimethod_lines_up(backend, result):
                     f"method {method} partition {i}: result differs from preprocess of the same program",
                 )
     result.stats(partitions=sum(len(v) for v in methods.values()))
+
+
+_FRESH_RUNS: dict[tuple, dict[int, dict]] = {}
+
+
+def _identity(obj) -> Any:
+    try:
+        hash(obj)
+    except TypeError:
+        return ("id", id(obj), obj)  # unhashable: by identity (the tuple keeps it alive, so the id stays its own)
+    return obj
+
+
+def test_PRE_008_deterministic_across_processes(backend, result, request):
+    program = support.runnable(backend)
+    result.set(program=program.name)
+    spec = support.backend_spec(request)
+    if spec is None:
+        result.not_applicable("the run did not name the backend (--backend), so no fresh process can load it")
+    seeds = support.HASH_SEEDS
+    # The verdict is the AOT half's: a backend whose preprocess is the very object an earlier
+    # backend of this session had checked (another runtime over the same AOT half) reuses the
+    # fresh processes' digests instead of starting two more interpreters (a few seconds each).
+    key = (_identity(backend.details), tuple(backend.compile_specs), program.name)
+    runs = _FRESH_RUNS.get(key)
+    if runs is None:
+        runs = _FRESH_RUNS[key] = support.preprocess_in_fresh_processes(spec, program.name, seeds)
+    else:
+        result.set(measurements={"reused_fresh_processes": True})  # depends on scheduling: not a stat
+    first, second = (runs[s] for s in seeds)
+    where = f"two fresh processes that differ only in PYTHONHASHSEED ({seeds[0]} and {seeds[1]})"
+    for seed in seeds:
+        if "failure" in runs[seed]:
+            raise CheckFailure(
+                Category.CONTRACT_VIOLATION,
+                f"preprocess of {program.name} succeeds in this process but in a fresh one with PYTHONHASHSEED={seed} "
+                f"it gave {runs[seed]['failure']}: {runs[seed]['message']}",
+            )
+    result.stats(processes=len(seeds), processed_bytes=first["size"])
+    advice = ("It depends on string hashing, which Python randomizes per process: iterate sets and dicts of "
+              "str or bytes keys in sorted order (or by position in the graph) before writing anything they order.")
+    if first["processed_bytes"] != second["processed_bytes"]:
+        raise CheckFailure(
+            Category.CONTRACT_VIOLATION,
+            f"preprocess of {program.name} gives different processed_bytes in {where}: "
+            f"{first['size']} bytes, sha256 {first['processed_bytes'][:16]}... against {second['size']} bytes, "
+            f"sha256 {second['processed_bytes'][:16]}... {advice}",
+        )
+    if first["debug_handle_map"] != second["debug_handle_map"]:
+        raise CheckFailure(
+            Category.CONTRACT_VIOLATION,
+            f"preprocess of {program.name} gives different debug_handle_maps in {where}: "
+            f"{first['debug_handle_map'][:200]} against {second['debug_handle_map'][:200]}. {advice}",
+        )
+    if first["named_data"] != second["named_data"]:
+        differ = sorted(set(first["named_data"]) ^ set(second["named_data"])) or sorted(
+            k for k in first["named_data"] if first["named_data"][k] != second["named_data"].get(k)
+        )
+        raise CheckFailure(
+            Category.CONTRACT_VIOLATION,
+            f"preprocess of {program.name} gives different named data in {where} (keys {differ[:5]} differ). {advice}",
+        )

@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from conformance.report import safe
 from conformance.report.markdown import op_dtype_matrix, performance_table
 from conformance.results import COLOURS, FAILURES, INCONCLUSIVE, Category
 
@@ -67,7 +68,7 @@ TITLE_LIMIT = 400
 
 def esc(value: Any) -> str:
     """Text or attribute value, escaped (quotes included)."""
-    return html.escape("" if value is None else str(value), quote=True)
+    return html.escape(safe.plain(value), quote=True)
 
 
 def category_of(value: Any) -> Category | None:

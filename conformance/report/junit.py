@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from conformance.report import safe
 from conformance.results import FAILURES, INCONCLUSIVE, Category
 
 _SKIPPED = {Category.NOT_SUPPORTED, Category.NOT_APPLICABLE, Category.SKIP, Category.XFAIL}
@@ -41,7 +42,7 @@ def render(report: Mapping[str, Any]) -> str:
                 name=r["id"],
                 time=f"{duration:.3f}",
             )
-            message = r.get("message") or ""
+            message = safe.plain(r.get("message") or "")
             if category in FAILURES:
                 counts["failures"] += 1
                 node = ET.SubElement(case, "failure", type=category.value, message=message[:500])
@@ -60,11 +61,11 @@ def render(report: Mapping[str, Any]) -> str:
     for key, value in totals.items():
         suites.set(key, str(value))
     ET.indent(suites)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+    return safe.xml(ET.tostring(suites, encoding="unicode", xml_declaration=True)) + "\n"
 
 
 def _details(r: Mapping[str, Any]) -> str:
-    lines = [r.get("message") or ""]
+    lines = [safe.plain(r.get("message") or "")]
     for key in ("op", "dtype", "program", "stage"):
         if r.get(key):
             lines.append(f"{key}: {r[key]}")

@@ -8,6 +8,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from conformance.report import safe
 from conformance.results import Category
 from conformance.specs import EDGE_KINDS
 
@@ -29,7 +30,7 @@ PERF_COLUMNS = ("preprocess", "init", "execute")
 
 
 def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return safe.markdown(text)
 
 
 def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, *, max_failures: int = 50) -> str:
@@ -40,7 +41,7 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
     lines = [
         f"# {icon} {_cell(backend['name'])}: {verdict['text']}",
         "",
-        f"Backend version `{_cell(backend['version'])}` · harness {report['harness']['version']} · "
+        f"Backend version `{safe.code(backend['version'])}` · harness {report['harness']['version']} · "
         f"spec `{report['spec']['digest'][:12]}` · profile `{verdict['profile']}` · "
         f"hypothesis profile `{report['run']['hypothesis_profile']}`",
         "",
@@ -77,7 +78,7 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
     if failures:
         lines += ["## Failures", ""]
         rows = [
-            (_cell(r["id"]), r["category"], _cell(r.get("message", ""))[:300], f"`{_cell(r['replay'])}`" if r.get("replay") else "")
+            (_cell(r["id"]), r["category"], _cell(safe.plain(r.get("message", ""), 300)), f"`{safe.code(r['replay'])}`" if r.get("replay") else "")
             for r in failures[:max_failures]
         ]
         lines += [tabulate(rows, headers=["check", "category", "message", "replay"], tablefmt="github"), ""]

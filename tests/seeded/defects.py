@@ -316,6 +316,66 @@ class MultimethodReversed(ReferenceBackend):
 
 defect("multimethod_results_reversed", ["PRE-007"], details=MultimethodReversed)
 
+
+class StripsSourceInfo(BackendDetails):
+    @staticmethod
+    def preprocess(edge_program, compile_specs):
+        for node in edge_program.graph.nodes:  # "the blob must not carry source paths": strips them in place
+            node.meta.pop("stack_trace", None)
+            node.meta.pop("nn_module_stack", None)
+        return lower(edge_program, compile_specs)
+
+
+defect("preprocess_strips_source_info", ["PRE-003"], details=StripsSourceInfo)
+
+
+class ReplacesVal(BackendDetails):
+    """Writes the shapes it lowered for back into the caller's nodes, as contiguous meta tensors."""
+
+    @staticmethod
+    def preprocess(edge_program, compile_specs):
+        import torch
+
+        result = lower(edge_program, compile_specs)
+        for node in edge_program.graph.nodes:
+            val = node.meta.get("val")
+            if isinstance(val, torch.Tensor):
+                node.meta["val"] = torch.empty(val.shape, dtype=val.dtype, device="meta")
+        return result
+
+
+defect("preprocess_replaces_val", ["PRE-003"], details=ReplacesVal)
+
+
+def _write_interning(program, names):
+    """blob.write, with ``names`` put in the string table first, in their iteration order."""
+    import types
+
+    class Interning(blob_format._Writer):
+        def __init__(self):
+            super().__init__()
+            for name in names:
+                self.string(name)
+
+    write = types.FunctionType(blob_format.write.__code__, {**vars(blob_format), "_Writer": Interning})
+    return write(program)
+
+
+class HashSeedDependentBlob(BackendDetails):
+    """Interns the op names up front from the set of ops the program uses: a set of str iterates in
+    an order that depends on the process's hash seed, so each process writes another string table."""
+
+    @staticmethod
+    def preprocess(edge_program, compile_specs):
+        result = lower(edge_program, compile_specs)
+        program = blob_format.read(result.processed_bytes)
+        ops = {ins.op for ins in program.instructions}
+        return PreprocessResult(_write_interning(program, ops), result.debug_handle_map, result.data_store_output)
+
+
+# Same bytes on every call within a process (PRE-002 passes), different bytes across processes.
+defect("blob_depends_on_hash_seed", ["PRE-008"], details=HashSeedDependentBlob)
+
 # -- RT: the runtime lifecycle ------------------------------------------------------------------
 
 
@@ -352,6 +412,85 @@ class LeakyDestroy(ReferenceRuntime):
 
 
 defect("destroy_leaks", ["RT-016"], runtime=LeakyDestroy())
+
+
+_LIBC = ctypes.CDLL(None)
+_LIBC.calloc.restype = ctypes.c_void_p
+_LIBC.calloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+_NATIVE_WORKSPACE = 50 << 20
+_EXECUTE_SCRATCH = 64 << 10
+
+
+class LeaksWorkspace(ReferenceRuntime):
+    """init callocs a 50 MB native workspace for the handle; destroy forgets to free it."""
+
+    def init(self, context, processed, compile_specs):
+        handle = super().init(context, processed, compile_specs)
+        workspace = _LIBC.calloc(1, _NATIVE_WORKSPACE)
+        if not workspace:
+            raise BackendError(Error.MemoryAllocationFailed, "no memory for the workspace")
+        ctypes.memset(workspace, 0x5A, 4096)  # writes its header page: the rest stays untouched (virtual)
+        handle.plan.workspace = workspace
+        return handle
+
+
+defect("init_leaks_native_memory", ["RT-016"], runtime=LeaksWorkspace())
+
+
+class LeaksScratch(ReferenceRuntime):
+    """Every execute callocs (and fills) a 64 KiB native scratch buffer it never frees."""
+
+    def execute(self, context, handle, args):
+        scratch = _LIBC.calloc(1, _EXECUTE_SCRATCH)
+        if scratch:
+            ctypes.memset(scratch, 0, _EXECUTE_SCRATCH)
+        return super().execute(context, handle, args)
+
+
+defect("execute_leaks_native_memory", ["RT-018"], runtime=LeaksScratch())
+
+
+class KeepsExecuteHistory(ReferenceRuntime):
+    """Keeps a copy of every execute's inputs and outputs "for debugging", without bound."""
+
+    def __init__(self):
+        super().__init__()
+        self._history: list = []
+
+    def execute(self, context, handle, args):
+        status = super().execute(context, handle, args)
+        self._history.append([np.array(a.value) for a in args if isinstance(a.value, np.ndarray)])
+        return status
+
+
+defect("execute_leaks_python_memory", ["RT-018"], runtime=KeepsExecuteHistory())
+
+
+class RecyclesHandles(ReferenceRuntime):
+    """Keeps destroyed handle objects on a free list and hands them out again from init."""
+
+    def __init__(self):
+        super().__init__()
+        self._free: list = []
+
+    def init(self, context, processed, compile_specs):
+        handle = super().init(context, processed, compile_specs)
+        with self._lock:
+            if not self._free:
+                return handle
+            recycled = self._free.pop()
+            self._live.discard(handle)
+            recycled.plan, handle.plan = handle.plan, None
+            self._live.add(recycled)
+        return recycled
+
+    def destroy(self, handle):
+        super().destroy(handle)
+        with self._lock:
+            self._free.append(handle)
+
+
+defect("destroyed_handle_revived_by_init", ["RT-019"], runtime=RecyclesHandles())
 
 
 class DestroyIsNoop(ReferenceRuntime):
@@ -797,3 +936,21 @@ class ReadsBuffersAsContiguous(ReferenceRuntime):
 
 
 defect("strided_inputs_read_as_contiguous", ["NUM-001"], runtime=ReadsBuffersAsContiguous())
+
+_sum_dims = KERNELS["aten.sum.dim_IntList"]
+
+
+def _sum_negative_dims_for_rank_4(self, dim, keepdim=False, *, dtype=None):
+    if dim:
+        dim = [d + 4 if d < 0 else d for d in dim]  # normalizes negative dims as if every input were 4-d
+    return _sum_dims(self, dim, keepdim, dtype=dtype)
+
+
+defect("negative_dims_assume_rank_4", ["NUM-001"], runtime=_with("aten.sum.dim_IntList", _sum_negative_dims_for_rank_4))
+
+
+def _sum_keepdim_ignored(self, dim, keepdim=False, *, dtype=None):
+    return _sum_dims(self, dim, False, dtype=dtype)  # drops the reduced dims even with keepdim=True
+
+
+defect("keepdim_ignored", ["NUM-001"], runtime=_with("aten.sum.dim_IntList", _sum_keepdim_ignored))
