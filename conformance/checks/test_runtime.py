@@ -446,11 +446,9 @@ def test_RT_016_no_leak_over_init_destroy_cycles(backend, result):
     growth = support.measure_growth(
         lambda: driver.destroy(driver.init(out)), what="init/destroy cycle", ops=LEAK_CYCLES, warmup=LEAK_WARMUP
     )
-    result.stats(budget_bytes_per_op=LEAK_BUDGETS)
-    result.set(measurements=growth.measurements())
-    support.check_growth(
-        growth, LEAK_BUDGETS,
-        advice="Something init allocates outlives destroy: free in destroy everything init allocated "
+    _judge_growth(
+        result, growth,
+        "Something init allocates outlives destroy: free in destroy everything init allocated "
         "(buffers from malloc or a native library included), and keep no reference to a handle's data after it.",
     )
 
@@ -478,13 +476,18 @@ def test_RT_018_no_leak_over_executes(backend, result):
         )
     finally:
         driver.destroy(loaded)
-    result.stats(budget_bytes_per_op=LEAK_BUDGETS)
-    result.set(measurements=growth.measurements())
-    support.check_growth(
-        growth, LEAK_BUDGETS,
-        advice="Something execute allocates is never released: free per-execute buffers before execute returns "
+    _judge_growth(
+        result, growth,
+        "Something execute allocates is never released: free per-execute buffers before execute returns "
         "(or reuse one buffer per handle), and keep no per-execute history on the handle or the runtime.",
     )
+
+
+def _judge_growth(result, growth, advice: str) -> None:
+    """RT-016 and RT-018: record the measurements and the budgets, then hold the growth to them."""
+    result.stats(budget_bytes_per_op=LEAK_BUDGETS)
+    result.set(measurements=growth.measurements())
+    support.check_growth(growth, LEAK_BUDGETS, advice=advice)
 
 
 def _same_handle(a, b) -> bool:

@@ -285,7 +285,7 @@ MIXES = ("typical", "typical+edges", "wide", "everything")
 
 
 def arrays(
-    dtype: str, shape: tuple[int, ...], domain: str, *, subnormal: bool = True
+    dtype: str, shape: tuple[int, ...], domain: str
 ) -> st.SearchStrategy[np.ndarray]:
     """Arrays of ``dtype`` and ``shape`` with elements from ``domain``.
 
@@ -303,32 +303,19 @@ def arrays(
         state.consumed.add("values")
         shape = tuple(shape)
         if kind == "edges":
-            return st.just(_no_subnormals(fill_edges(dtype, shape, domain), dtype, domain, subnormal))
+            return st.just(fill_edges(dtype, shape, domain))
         rng = np.random.default_rng(directed._seed(state.directive.label, dtype, shape, domain))
         mix = "typical" if kind == "typical" else "everything"
-        return st.just(_no_subnormals(fill_spread(rng, dtype, shape, domain, mix), dtype, domain, subnormal))
+        return st.just(fill_spread(rng, dtype, shape, domain, mix))
 
     def build(drawn) -> np.ndarray:
         seed_, mix = drawn
-        out = fill_spread(np.random.default_rng(seed_), dtype, tuple(shape), domain, mix)
-        return _no_subnormals(out, dtype, domain, subnormal)
+        return fill_spread(np.random.default_rng(seed_), dtype, tuple(shape), domain, mix)
 
     return st.tuples(st.integers(0, 2**32 - 1), st.sampled_from(MIXES)).map(build)
 
 
-def _no_subnormals(out: np.ndarray, dtype: str, domain: str, subnormal: bool) -> np.ndarray:
-    if subnormal or not is_floating(dtype):
-        return out
-    wide = out.astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        sub = (wide != 0) & (np.abs(wide) < float(_finfo(dtype).smallest_normal))
-    if sub.any():
-        out = out.copy()
-        out[sub] = _safe_value(dtype, domain)
-    return out
-
-
-def scalars(dtype: str, domain: str, *, subnormal: bool = True) -> st.SearchStrategy:
+def scalars(dtype: str, domain: str) -> st.SearchStrategy:
     """A Python scalar (bool, int or float) of ``dtype``'s category from ``domain``.
 
     Under an edge-values directive, round 0 takes an ordinary value and later rounds a special
@@ -344,9 +331,6 @@ def scalars(dtype: str, domain: str, *, subnormal: bool = True) -> st.SearchStra
             value = _safe_value(category, domain)
         else:
             edges = edge_values(category, domain)
-            if not subnormal and is_floating(dtype):
-                tiny = float(_finfo(category).smallest_normal)
-                edges = [v for v in edges if not (v != 0 and abs(v) < tiny)]
             value = edges[(state.directive.round - 1) % len(edges)]
         if dtype == "bool":
             return st.just(bool(value))
@@ -354,5 +338,5 @@ def scalars(dtype: str, domain: str, *, subnormal: bool = True) -> st.SearchStra
     if dtype == "bool":
         return elements("bool", domain)
     if is_floating(dtype):
-        return elements("float64" if dtype == "float64" else "float32", domain, subnormal=subnormal)
+        return elements("float64" if dtype == "float64" else "float32", domain)
     return elements(dtype, domain).map(int)
