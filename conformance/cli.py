@@ -5,7 +5,14 @@ A thin layer over pytest: ``certify`` runs the checks in ``conformance.checks``
 then the performance checks in a session of their own (timing under xdist is
 unreliable), then merges both results documents into the report.
 
-Exit codes: 0 certified (or command succeeded), 1 not certified, 2 usage error.
+Exit codes (every command):
+
+    0  certified; verify: the report is valid and current; diff: no regression
+    1  not certified; diff: a regression (a new failure, a missing result, a slowdown)
+    2  usage error: bad arguments, an unknown backend, an unreadable file
+    3  invalid report: schema, integrity hash, signature, or a verdict/summary the results do not give
+    4  cannot compare: the report's spec digest or harness version is not this harness's
+       (verify --allow-stale accepts it; diff of reports under different specs)
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from pathlib import Path
 from conformance.report.model import ReportError
 from conformance.results import Category
 
-EXIT_OK, EXIT_NOT_CERTIFIED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_NOT_CERTIFIED, EXIT_USAGE, EXIT_INVALID, EXIT_STALE = 0, 1, 2, 3, 4
 DEFAULT_TIMEOUT = 120
 
 
