@@ -14,13 +14,15 @@ Stable hooks for tests and scripts: ``#verdict[data-certified][data-state]``,
 tr[data-clause]``, ``#op-dtype-matrix td.cell[data-op][data-dtype]
 [data-category]``, ``#clause-table tr[data-id][data-clause][data-category]``,
 ``#perf-chart rect.bar[data-program][data-stage][data-series][data-ratio]``,
-``#environment [data-key]`` and ``#replay li[data-id]``.
+``#environment [data-key]`` and ``#replay li[data-id]``. The page names the report.json
+it shows in ``<meta name="conformance-report-sha256">`` (``verify`` compares them).
 """
 
 from __future__ import annotations
 
 import html
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -31,6 +33,9 @@ from conformance.results import COLOURS, FAILURES, INCONCLUSIVE, Category
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 """No script, no network: only the inline styles and inline SVG of the page itself."""
+
+INTEGRITY_META = "conformance-report-sha256"
+_INTEGRITY = re.compile(rf'<meta name="{INTEGRITY_META}" content="([0-9a-f]{{64}})">')
 
 UNKNOWN_COLOUR = "#757575"
 """A category this harness does not know (a report from a newer harness)."""
@@ -134,8 +139,9 @@ def is_failure(value: Any) -> bool:
     return category is not None and category in FAILURES
 
 
-def page(title: str, body: Iterable[str], *, extra_css: str = "") -> str:
-    """A complete, self-contained document around ``body`` (already escaped HTML)."""
+def page(title: str, body: Iterable[str], *, extra_css: str = "", integrity: str | None = None) -> str:
+    """A complete, self-contained document around ``body`` (already escaped HTML);
+    ``integrity`` names the report.json it shows."""
     return "\n".join(
         [
             "<!DOCTYPE html>",
@@ -145,6 +151,7 @@ def page(title: str, body: Iterable[str], *, extra_css: str = "") -> str:
             f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             '<meta name="referrer" content="no-referrer">',
+            *([f'<meta name="{INTEGRITY_META}" content="{esc(integrity)}">'] if integrity is not None else []),
             f"<title>{esc(title)}</title>",
             f"<style>{BASE_CSS}{extra_css}</style>",
             "</head>",
@@ -275,7 +282,14 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None) 
         _replays(report),
         "</main>",
     ]
-    return page(title.strip(), body, extra_css=REPORT_CSS)
+    return page(title.strip(), body, extra_css=REPORT_CSS, integrity=str((report.get("integrity") or {}).get("sha256", "")))
+
+
+def embedded_hash(markup: str) -> str | None:
+    """The integrity sha256 the page's <head> names (None without one)."""
+    head = markup.split("</head>", 1)[0]  # the body holds backend text; only the head is ours
+    found = _INTEGRITY.findall(head)
+    return found[0] if len(found) == 1 else None
 
 
 VERDICT_COLOURS = {"certified": COLOURS[Category.PASS], "failed": "#c62828", "incomplete": "#9a6700"}

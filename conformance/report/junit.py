@@ -17,10 +17,13 @@ from conformance.report import safe
 from conformance.results import FAILURES, INCONCLUSIVE, Category
 
 _SKIPPED = {Category.NOT_SUPPORTED, Category.NOT_APPLICABLE, Category.SKIP, Category.XFAIL}
+INTEGRITY_PROPERTY = "conformance.report.sha256"
+"""A property of every <testsuite>: which report.json this rendering shows (``verify`` compares them)."""
 
 
 def render(report: Mapping[str, Any]) -> str:
     backend = report["backend"]["name"]
+    integrity = str((report.get("integrity") or {}).get("sha256", ""))
     suites = ET.Element("testsuites", name=f"conformance {backend}")
     by_family: dict[str, list[dict]] = defaultdict(list)
     for r in report["results"]:
@@ -29,6 +32,8 @@ def render(report: Mapping[str, Any]) -> str:
     for family in sorted(by_family):
         results = by_family[family]
         suite = ET.SubElement(suites, "testsuite", name=f"{backend}.{family}")
+        properties = ET.SubElement(suite, "properties")
+        ET.SubElement(properties, "property", name=INTEGRITY_PROPERTY, value=integrity)
         counts = {"tests": len(results), "failures": 0, "errors": 0, "skipped": 0}
         time_total = 0.0
         for r in results:
@@ -58,10 +63,22 @@ def render(report: Mapping[str, Any]) -> str:
             suite.set(key, str(value))
             totals[key] += value
         suite.set("time", f"{time_total:.3f}")
+    if not by_family:  # no suite to carry the property: the root carries it
+        ET.SubElement(ET.SubElement(suites, "properties"), "property", name=INTEGRITY_PROPERTY, value=integrity)
     for key, value in totals.items():
         suites.set(key, str(value))
     ET.indent(suites)
     return safe.xml(ET.tostring(suites, encoding="unicode", xml_declaration=True)) + "\n"
+
+
+def embedded_hash(text: str) -> str | None:
+    """The integrity sha256 the properties name (None when none does, or when they disagree)."""
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError:
+        return None
+    found = {p.get("value") for p in root.iter("property") if p.get("name") == INTEGRITY_PROPERTY}
+    return found.pop() if len(found) == 1 else None
 
 
 def _details(r: Mapping[str, Any]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
@@ -27,6 +28,9 @@ MARKS = {
     Category.HARNESS_ERROR.value: "❓",
 }
 PERF_COLUMNS = ("preprocess", "init", "execute")
+INTEGRITY_LINE = "Report integrity: sha256 `{}`"
+"""The last line: which report.json this rendering shows (``verify`` compares them)."""
+_INTEGRITY = re.compile(r"Report integrity: sha256 `([0-9a-f]{64})`")
 
 
 def _cell(text: Any) -> str:
@@ -125,8 +129,17 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
         f"Python {env['python']}, torch {env['torch']}, numpy {env['numpy']}, ml_dtypes {env['ml_dtypes']}, "
         f"{_cell(env['cpu'])} x{env['cpu_count']}, {env['os']}.",
         "",
+        INTEGRITY_LINE.format((report.get("integrity") or {}).get("sha256", "")),
+        "",
     ]
     return "\n".join(lines)
+
+
+def embedded_hash(text: str) -> str | None:
+    """The integrity sha256 named on the last line of a rendering (None without one)."""
+    last = next((line for line in reversed(text.splitlines()) if line.strip()), "")
+    found = _INTEGRITY.fullmatch(last.strip())
+    return found.group(1) if found else None
 
 
 def numerics_depth(report: Mapping[str, Any]) -> dict[str, Any]:

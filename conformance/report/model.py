@@ -3,13 +3,21 @@
 A run writes one *results document* per pytest session (``results/<tag>.json``:
 the main checks, the performance phase, each shard). ``build_report`` merges
 them into ``report.json``. Everything measured lives under the keys ``timings``,
-``measurements``, ``duration_s``, ``started``, ``finished`` and ``integrity``
-(which hashes the rest), so two runs with the same inputs differ only there.
+``measurements``, ``duration_s``, ``started``, ``finished`` and ``command``, so two
+runs with the same inputs differ only there (``stable_hash`` compares runs that way).
+
+``integrity`` is the sha256 of the whole document as written (every key but
+``integrity`` and ``signature``): a summary, a timing or a profile edited after the
+run no longer matches. Anyone can recompute an unkeyed hash, so it proves only that
+the parts agree; ``signature`` (HMAC-SHA256 with a key the publisher holds, over the
+same bytes) proves who wrote them. ``conformance.report.verify`` checks both and
+recomputes the verdict.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import platform
@@ -21,11 +29,16 @@ from typing import Any
 
 from conformance import __version__
 from conformance.results import FAILURES, INCONCLUSIVE, Category
+from conformance.transport import jsonable
 
 RESULTS_SCHEMA = "torch-backend-conformance/results/1"
 REPORT_SCHEMA = "torch-backend-conformance/report/1"
+HARNESS_NAME = "torch-backend-conformance"
 VOLATILE_KEYS = frozenset({"timings", "measurements", "duration_s", "started", "finished", "integrity", "command"})
 """Keys whose values change from run to run: durations, memory measurements, timestamps."""
+UNHASHED_KEYS = frozenset({"integrity", "signature"})
+"""The only top-level keys of report.json outside the bytes that are hashed and signed."""
+SIGNATURE_ALG = "hmac-sha256"
 
 
 def environment() -> dict[str, Any]:
@@ -149,7 +162,7 @@ def build_report(documents: list[Mapping[str, Any]], specs) -> dict[str, Any]:
     profile = specs.profile(first["spec"]["profile"])
     results = sorted(merged.values(), key=lambda r: r["id"])
     for r in results:
-        r["mandatory"] = _is_mandatory(r, profile, specs)
+        r["mandatory"] = is_mandatory(r, profile, specs)
     report = {
         "schema": REPORT_SCHEMA,
         "harness": first["harness"],
@@ -172,7 +185,7 @@ def build_report(documents: list[Mapping[str, Any]], specs) -> dict[str, Any]:
     return report
 
 
-def _is_mandatory(result: Mapping[str, Any], profile, specs) -> bool:
+def is_mandatory(result: Mapping[str, Any], profile, specs) -> bool:
     clause = result.get("clause") or ""
     if clause.startswith("NUM-"):
         op = result.get("op")
@@ -284,7 +297,42 @@ def _stable(value: Any) -> Any:
     return value
 
 
+def canonical_bytes(report: Mapping[str, Any]) -> bytes:
+    """The bytes the integrity hash and the signature cover: the document as report.json holds
+    it (``transport.jsonable``, idempotent, so the file read back gives the same bytes), keys
+    sorted, without ``integrity`` and ``signature``."""
+    body = jsonable({k: v for k, v in report.items() if k not in UNHASHED_KEYS}, None)
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=True).encode()
+
+
 def integrity_hash(report: Mapping[str, Any]) -> str:
-    """sha256 over results, spec, backend, environment and verdict: everything but timings."""
-    body = {k: _stable(report[k]) for k in ("harness", "spec", "backend", "environment", "results", "verdict")}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+    """sha256 over the whole report (summary, timings, run and environment included)."""
+    return hashlib.sha256(canonical_bytes(report)).hexdigest()
+
+
+def stable_hash(report: Mapping[str, Any]) -> str:
+    """sha256 over what two runs with the same inputs share: everything but VOLATILE_KEYS
+    (timings, durations, timestamps, the command line) and the list of merged parts."""
+    body = {k: v for k, v in report.items() if k not in UNHASHED_KEYS}
+    body["run"] = {k: v for k, v in (body.get("run") or {}).items() if k != "parts"}
+    return hashlib.sha256(json.dumps(jsonable(_stable(body), None), sort_keys=True).encode()).hexdigest()
+
+
+def key_id(key: bytes) -> str:
+    """Names a signing key without revealing it: the first 16 hex digits of its sha256."""
+    return hashlib.sha256(key).hexdigest()[:16]
+
+
+def signature(report: Mapping[str, Any], key: bytes) -> dict[str, str]:
+    """The ``signature`` entry of ``report`` under ``key``: HMAC-SHA256 over ``canonical_bytes``."""
+    if not key:
+        raise ValueError("an empty signing key signs nothing")
+    value = hmac.new(key, canonical_bytes(report), hashlib.sha256).hexdigest()
+    return {"alg": SIGNATURE_ALG, "key_id": key_id(key), "value": value}
+
+
+def sign(report: dict[str, Any], key: bytes | None) -> dict[str, Any]:
+    """Sign ``report`` in place when there is a key; without one, leave it unsigned."""
+    if key:
+        report["signature"] = signature(report, key)
+    return report
