@@ -4,15 +4,18 @@
 
 The baseline is the list of expected failures: a result failing in both is
 *known* and does not fail the gate. The gate fails (exit 1) on a *new* failure
-(failing now, not failing in the baseline) that no live waiver covers, or on a
-performance regression: the backend's median time of a PERF measurement grew
-by more than the threshold (default 1.25x).
+(failing now, not failing in the baseline), on a *missing* result (in the
+baseline, absent now: a check that no longer runs proves nothing), unless a live
+waiver covers it, or on a performance regression: the backend's median time of a
+PERF measurement grew by more than the threshold (default 1.25x).
 
 A waiver names a result id (or a prefix ending in ``*``), a reason, a tracking
 link and an expiry date. An expired waiver no longer waives and is reported;
-one that matches no new failure is reported as unmatched. A different spec
-digest, profile, backend or machine is reported at the top, never silently
-compared.
+one that matches no new failure or missing result is reported as unmatched. A
+different spec digest, profile, backend or machine is reported at the top, never
+silently compared. The command verifies both reports before it compares them,
+and refuses reports of different specs or profiles (``conformance.cli._gate``);
+``diff`` itself compares whatever it is given.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 from conformance.results import Category
 
 DEFAULT_THRESHOLD = 1.25
+MISSING_SHOWN = 50
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,10 @@ class Waiver:
 
 class WaiverError(ValueError):
     """A malformed waiver file; the message names the entry and field."""
+
+
+class DiffError(ValueError):
+    """A report the gate cannot read: a result whose category this harness does not know."""
 
 
 def load_waivers(path: str | Path) -> list[Waiver]:
@@ -84,11 +92,14 @@ class Diff:
 
     @property
     def failed(self) -> bool:
-        return bool(self.new_failures or self.regressions)
+        return bool(self.new_failures or self.missing or self.regressions)
 
 
-def _failing(r: Mapping[str, Any]) -> bool:
-    return Category(r["category"]).is_failure
+def _failing(r: Mapping[str, Any], which: str) -> bool:
+    try:
+        return Category(r["category"]).is_failure
+    except (KeyError, ValueError):
+        raise DiffError(f"{which} report: result {r.get('id')!r} has unknown category {r.get('category')!r}") from None
 
 
 def diff(
@@ -121,22 +132,26 @@ def diff(
     live = [w for w in waivers if w.expires >= today]
     out.expired_waivers = [w for w in waivers if w.expires < today]
     used: set[int] = set()
+
+    def waived(r: dict) -> bool:
+        waiver = next((w for w in live if w.matches(r["id"])), None)
+        if waiver is not None:
+            out.waived.append((r, waiver))
+            used.add(id(waiver))
+        return waiver is not None
+
+    old_failing = {rid: _failing(r, "baseline") for rid, r in before.items()}
     for rid, r in sorted(after.items()):
-        previous = before.get(rid)
-        if _failing(r):
-            if previous is not None and _failing(previous):
+        was_failing = old_failing.get(rid)
+        if _failing(r, "new"):
+            if was_failing:
                 out.known_failures.append(r)
-                continue
-            waiver = next((w for w in live if w.matches(rid)), None)
-            if waiver is not None:
-                out.waived.append((r, waiver))
-                used.add(id(waiver))
-            else:
+            elif not waived(r):
                 out.new_failures.append(r)
-        elif previous is not None and _failing(previous):
+        elif was_failing:
             out.fixed.append(r)
+    out.missing = [rid for rid in sorted(set(before) - set(after)) if not waived(before[rid])]
     out.unmatched_waivers = [w for w in live if id(w) not in used]
-    out.missing = sorted(set(before) - set(after))
     out.added = sorted(set(after) - set(before))
 
     for rid, r in sorted(after.items()):
@@ -162,11 +177,15 @@ def render(d: Diff, threshold: float = DEFAULT_THRESHOLD) -> str:
         lines.append(f"WARNING: {w}")
     verdict = "REGRESSED" if d.failed else "OK"
     lines.append(
-        f"{verdict}: {len(d.new_failures)} new failure(s), {len(d.regressions)} performance regression(s) "
-        f"beyond {threshold:g}x, {len(d.fixed)} fixed, {len(d.known_failures)} known failure(s), {len(d.waived)} waived"
+        f"{verdict}: {len(d.new_failures)} new failure(s), {len(d.missing)} missing result(s), {len(d.regressions)} performance "
+        f"regression(s) beyond {threshold:g}x, {len(d.fixed)} fixed, {len(d.known_failures)} known failure(s), {len(d.waived)} waived"
     )
     for r in d.new_failures:
         lines.append(f"  NEW FAILURE  {r['id']}: {r['category']}: {(r.get('message') or '')[:200]}")
+    for rid in d.missing[:MISSING_SHOWN]:
+        lines.append(f"  MISSING      {rid}: in the baseline, not in the new report")
+    if len(d.missing) > MISSING_SHOWN:
+        lines.append(f"  MISSING      ... and {len(d.missing) - MISSING_SHOWN} more")
     for e in d.regressions:
         lines.append(f"  SLOWER       {e['id']}: {e['old_ms']:.3f} ms -> {e['new_ms']:.3f} ms ({e['ratio']:.2f}x)")
     for r in d.fixed:
@@ -176,11 +195,9 @@ def render(d: Diff, threshold: float = DEFAULT_THRESHOLD) -> str:
     for w in d.expired_waivers:
         lines.append(f"  EXPIRED WAIVER {w.id} expired {w.expires} ({w.tracking}): it no longer waives anything")
     for w in d.unmatched_waivers:
-        lines.append(f"  UNMATCHED WAIVER {w.id} ({w.tracking}): matches no new failure; remove it")
+        lines.append(f"  UNMATCHED WAIVER {w.id} ({w.tracking}): matches no new failure or missing result; remove it")
     for e in d.improvements:
         lines.append(f"  FASTER       {e['id']}: {e['old_ms']:.3f} ms -> {e['new_ms']:.3f} ms ({e['ratio']:.2f}x)")
-    if d.missing:
-        lines.append(f"  NOT RUN NOW  {len(d.missing)} check(s) of the baseline: {', '.join(d.missing[:10])}")
     if d.added:
         lines.append(f"  NEW CHECKS   {len(d.added)}: {', '.join(d.added[:10])}")
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""The regression gate, integrity verification, the schema, and sharded runs merged."""
+"""The regression gate (verified reports only), the schema, and sharded runs merged."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from conformance import specs
+from conformance import __version__, specs
+from conformance.cli import EXIT_INVALID, EXIT_NOT_CERTIFIED, EXIT_OK, EXIT_STALE, main
 from conformance.report import build_report
-from conformance.report.diff import Waiver, WaiverError, diff, load_waivers
-from conformance.report.model import RESULTS_SCHEMA, validate
+from conformance.report.diff import MISSING_SHOWN, DiffError, Waiver, WaiverError, diff, load_waivers
+from conformance.report.model import RESULTS_SCHEMA, integrity_hash, result_id, stable_hash, validate
+from conformance.report.verify import SIGNING_KEY_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,12 +28,17 @@ def cli(*args, env=None):
     )
 
 
-def _document(results, *, backend="demo", version="1"):
+@pytest.fixture(autouse=True)
+def _unsigned(monkeypatch):
+    monkeypatch.delenv(SIGNING_KEY_ENV, raising=False)  # a CI secret must not change what these tests see
+
+
+def _document(results, *, backend="demo", version="1", digest=None, profile="smoke"):
     spec = specs.load()
     return {
         "schema": RESULTS_SCHEMA,
-        "harness": {"name": "torch-backend-conformance", "version": "0.1.0"},
-        "spec": {"digest": spec.digest, "profile": "smoke"},
+        "harness": {"name": "torch-backend-conformance", "version": __version__},
+        "spec": {"digest": digest or spec.digest, "profile": profile},
         "backend": {"name": backend, "version": version},
         "environment": {"python": "3.11", "torch": "2.13.0", "numpy": "2", "ml_dtypes": "0.6", "cpu": "cpu", "cpu_count": 2, "os": "Linux"},
         "run": {"tag": "checks", "hypothesis_profile": "ci", "started": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T00:01:00+00:00", "command": "x"},
@@ -39,8 +46,9 @@ def _document(results, *, backend="demo", version="1"):
     }
 
 
-def _result(rid, category="PASS", clause="RT-002", **extra):
-    return {"id": rid, "clause": clause, "category": category, "message": "", "test": rid, **extra}
+def _result(test, category="PASS", clause="RT-002", **extra):
+    record = {"clause": clause, "category": category, "message": "", "test": test, **extra}
+    return {"id": result_id(record), **record}  # as the plugin writes it
 
 
 def _report(results, **kw):
@@ -49,9 +57,9 @@ def _report(results, **kw):
 
 BASE = [
     _result("test_RT_002[mlp]"),
-    _result("test_NUM_001[aten.add.Tensor|float32]", clause="NUM-001", op="aten.add.Tensor", dtype="float32"),
-    _result("test_NUM_001[aten.mul.Tensor|float32]", "MISMATCH", clause="NUM-001", op="aten.mul.Tensor", dtype="float32"),
-    _result("test_PERF_003[mlp|backend|execute]", clause="PERF-003", runner="backend", program="mlp", stage="execute", timings={"median_ms": 1.0}),
+    _result("test_NUM_001", clause="NUM-001", op="aten.add.Tensor", dtype="float32"),
+    _result("test_NUM_001", "MISMATCH", clause="NUM-001", op="aten.mul.Tensor", dtype="float32"),
+    _result("test_PERF_003", clause="PERF-003", runner="backend", program="mlp", stage="execute", timings={"median_ms": 1.0}),
 ]
 
 
@@ -128,27 +136,87 @@ def test_changed_spec_profile_and_backend_are_reported():
     assert "spec changed" in warnings and "profile changed" in warnings and "different backends" in warnings
 
 
-def test_verify_accepts_a_report_and_rejects_a_tampered_one(tmp_path):
-    report = _report(BASE)
-    path = tmp_path / "report.json"
+def _write(path: Path, report: dict) -> str:
     path.write_text(json.dumps(report))
-    done = cli("verify", str(path))
-    assert done.returncode == 0 and "VALID" in done.stdout
-    tampered = copy.deepcopy(report)
-    failing = next(r for r in tampered["results"] if r["category"] == "MISMATCH")
-    failing["category"] = "PASS"  # hide a failure after the fact
-    path.write_text(json.dumps(tampered))
-    done = cli("verify", str(path))
-    assert done.returncode == 1 and "integrity hash mismatch" in done.stdout
-    forged = copy.deepcopy(tampered)
-    from conformance.report.model import integrity_hash
-
-    forged["integrity"]["sha256"] = integrity_hash(forged)  # re-hashed, but the verdict no longer follows
-    path.write_text(json.dumps(forged))
-    done = cli("verify", str(path))
-    assert done.returncode == 1 and "verdict does not follow" in done.stdout
+    return str(path)
 
 
+def gate(capsys, old: dict, new: dict, tmp_path: Path, *options: str) -> tuple[int, str]:
+    """``diff OLD NEW`` in-process: exit code and what it printed."""
+    capsys.readouterr()
+    rc = main(["diff", _write(tmp_path / "old.json", old), _write(tmp_path / "new.json", new), *options])
+    return rc, capsys.readouterr().out
+
+
+def test_diff_command_verifies_then_compares(capsys, tmp_path):
+    old = _report(BASE)
+    assert gate(capsys, old, old, tmp_path)[0] == EXIT_OK
+    worse = copy.deepcopy(BASE)
+    worse[0]["category"] = "CRASH"
+    rc, out = gate(capsys, old, _report(worse), tmp_path)
+    assert rc == EXIT_NOT_CERTIFIED and "NEW FAILURE  test_RT_002[mlp]: CRASH" in out
+
+
+def test_results_missing_from_the_new_report_are_a_regression(capsys, tmp_path):
+    baseline = _report(BASE + [_result(f"test_RT_00{i}[mlp]", clause=f"RT-00{i}") for i in range(3, 9)])
+    rc, out = gate(capsys, baseline, _report(BASE), tmp_path)
+    assert rc == EXIT_NOT_CERTIFIED, out
+    missing = [line.split()[1] for line in out.splitlines() if line.strip().startswith("MISSING")]
+    assert missing == [f"test_RT_00{i}[mlp]:" for i in range(3, 9)]
+    assert "REGRESSED: 0 new failure(s), 6 missing result(s)" in out
+    # a live waiver covers a check dropped on purpose, and says so
+    waivers = tmp_path / "w.toml"
+    waivers.write_text('[[waiver]]\nid = "test_RT_00*"\nreason = "dropped"\ntracking = "https://t/1"\nexpires = 2999-01-01\n')
+    rc, out = gate(capsys, baseline, _report(BASE), tmp_path, "--waivers", str(waivers))
+    assert rc == EXIT_OK and out.count("WAIVED") == 6, out
+
+
+def test_a_long_list_of_missing_results_is_cut_but_counted():
+    baseline = _report(BASE + [_result(f"test_RT_002[p{i:03d}]") for i in range(MISSING_SHOWN + 7)])
+    d = diff(baseline, _report(BASE))
+    assert d.failed and len(d.missing) == MISSING_SHOWN + 7
+    from conformance.report.diff import render
+
+    assert "... and 7 more" in render(d)
+
+
+def test_a_crash_edited_to_pass_without_rehashing_is_an_invalid_report(capsys, tmp_path):
+    crashed = copy.deepcopy(BASE)
+    crashed[0]["category"] = "CRASH"
+    old, new = _report(crashed), _report(crashed)
+    next(r for r in new["results"] if r["category"] == "CRASH")["category"] = "PASS"  # "fixed", by hand
+    rc, out = gate(capsys, old, new, tmp_path)
+    assert rc == EXIT_INVALID, out
+    assert "INVALID: new report" in out and "new.json" in out and "integrity hash mismatch" in out
+    assert "FIXED" not in out, "an invalid report is never compared"
+    rc, out = gate(capsys, new, old, tmp_path)  # the same forgery as the baseline
+    assert rc == EXIT_INVALID and "INVALID: baseline" in out and "old.json" in out
+
+
+def test_an_unknown_category_is_an_invalid_report_not_a_traceback(capsys, tmp_path):
+    old = _report(BASE)
+    new = copy.deepcopy(old)
+    new["results"][0]["category"] = "MOSTLY_FINE"
+    new["integrity"]["sha256"] = integrity_hash(new)
+    rc, out = gate(capsys, old, new, tmp_path)
+    assert rc == EXIT_INVALID and "MOSTLY_FINE" in out, out
+    with pytest.raises(DiffError, match="MOSTLY_FINE"):  # diff() alone says which report, not a KeyError
+        diff(old, new)
+
+
+def test_reports_of_different_specs_or_profiles_cannot_be_compared(capsys, tmp_path):
+    old = _report(BASE)
+    other_spec = _report(BASE, digest="e" * 64)
+    rc, out = gate(capsys, old, other_spec, tmp_path)
+    assert rc == EXIT_STALE and "STALE: new report" in out and "eeeeeeeeeeee" in out, out
+    rc, out = gate(capsys, old, other_spec, tmp_path, "--allow-stale")
+    assert rc == EXIT_OK and "WARNING: spec changed" in out, out
+    assert "note: new report: verdict not recomputed: the report was certified against spec eeeeeeeeeeee" in out
+    other_profile = _report(BASE, profile="full")
+    rc, out = gate(capsys, old, other_profile, tmp_path)
+    assert rc == EXIT_STALE and "CANNOT COMPARE" in out and "profile smoke -> full" in out, out
+    rc, out = gate(capsys, old, other_profile, tmp_path, "--allow-stale")
+    assert rc == EXIT_OK and "WARNING: profile changed: smoke -> full" in out, out
 @pytest.mark.xdist_group("seeded")
 def test_diff_command_exits_zero_against_itself_and_one_on_a_seeded_defect(certified, tmp_path):
     reference = tmp_path / "reference.json"
@@ -178,7 +246,7 @@ def test_a_sharded_run_merged_equals_the_unsharded_one(tmp_path):
     b = json.loads((merged_dir / "report.json").read_text())
     assert [r["id"] for r in a["results"]] == [r["id"] for r in b["results"]]
     assert a["verdict"] == b["verdict"]
-    assert a["integrity"] == b["integrity"], "identical results must hash identically (timings excluded)"
+    assert stable_hash(a) == stable_hash(b), "identical results compare equal (timings, parts and timestamps excluded)"
     assert len(a["results"]) > 8
 
 
