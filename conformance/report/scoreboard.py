@@ -11,6 +11,12 @@
   never silently: the model records a ``spec-digest`` warning naming which backend
   was held to which spec, and both renderers print it above the table.
 
+Each report is verified first (``conformance.report.verify``). An invalid one (a hash
+or signature that does not match, a summary or verdict its results do not give) keeps
+its column, marked ``invalid``, with none of its numbers: an ``invalid-report`` warning
+says why. A stale one (another spec or harness) is shown, its verdict marked as not
+recomputed (an ``unverified`` warning).
+
 ``render_markdown`` and ``render_html`` show a model; the HTML page follows the
 rules of ``conformance.report.html`` (self-contained, no script, every string escaped).
 """
@@ -35,6 +41,7 @@ from conformance.report.html import (
     tint_style,
 )
 from conformance.report.markdown import MARKS, op_dtype_matrix
+from conformance.report.verify import Outcome, Status, verify
 from conformance.results import Category
 
 SCHEMA = "torch-backend-conformance/scoreboard/1"
@@ -68,15 +75,34 @@ def worst(categories: Iterable[str]) -> str | None:
     return min(found, key=lambda c: (rank.get(c, -1), str(c)))
 
 
-def build(reports: list[Mapping[str, Any]], clauses: Mapping[str, Any] | None = None) -> dict[str, Any]:
+INVALID_STATE = "invalid"
+STATE_COLOURS = {**VERDICT_COLOURS, INVALID_STATE: "#24292f"}
+STATE_BADGES = {**VERDICT_BADGES, INVALID_STATE: "INVALID REPORT"}
+
+
+def build(
+    reports: list[Mapping[str, Any]],
+    clauses: Mapping[str, Any] | None = None,
+    *,
+    outcomes: list[Outcome] | None = None,
+) -> dict[str, Any]:
     """The scoreboard model of ``reports`` (report.json documents), one column each, in the order given.
 
     ``clauses`` (``conformance.specs.load().clauses``) adds each clause's title to its row.
+    ``outcomes`` are the reports' verifications (``verify.verify``, one per report); without
+    them each report is verified here against the installed spec, stale reports accepted.
     """
+    if outcomes is None:
+        outcomes = [verify(report, allow_stale=True) for report in reports]
+    if len(outcomes) != len(reports):
+        raise ValueError(f"{len(reports)} reports but {len(outcomes)} verification outcomes")
+    invalid = [outcome.status is Status.INVALID for outcome in outcomes]
+    # An invalid report's results are not shown: its rows stay empty, its column says why.
+    shown = [{"results": []} if bad else report for report, bad in zip(reports, invalid)]
     backends: list[dict[str, Any]] = []
     names = Counter(str((r.get("backend") or {}).get("name", "?")) for r in reports)
     keys: set[str] = set()
-    for report in reports:
+    for report, outcome in zip(reports, outcomes):
         backend = report.get("backend") or {}
         verdict = report.get("verdict") or {}
         spec = report.get("spec") or {}
@@ -87,32 +113,64 @@ def build(reports: list[Mapping[str, Any]], clauses: Mapping[str, Any] | None = 
         while key in keys:
             key, n = f"{name} {version} #{n}", n + 1
         keys.add(key)
-        backends.append(
-            {
-                "key": key,
-                "name": name,
-                "version": version,
-                "profile": verdict.get("profile") or spec.get("profile"),
-                "spec_digest": spec.get("digest"),
-                "harness_version": (report.get("harness") or {}).get("version"),
-                "certified": bool(verdict.get("certified")),
-                "state": report_html.verdict_state(verdict),
-                "verdict": verdict.get("text", ""),
-                "failing_clauses": list(verdict.get("failing_clauses") or []),
-                "mandatory": dict(summary.get("mandatory") or {}),
-                "counts": dict(Counter(r.get("category") for r in report.get("results") or [])),
-            }
-        )
+        entry = {
+            "key": key,
+            "name": name,
+            "version": version,
+            "profile": verdict.get("profile") or spec.get("profile"),
+            "spec_digest": spec.get("digest"),
+            "harness_version": (report.get("harness") or {}).get("version"),
+            "validity": outcome.status.value,
+            "problems": list(outcome.problems),
+            "certified": bool(verdict.get("certified")),
+            "state": report_html.verdict_state(verdict),
+            "verdict": verdict.get("text", ""),
+            "failing_clauses": list(verdict.get("failing_clauses") or []),
+            "mandatory": dict(summary.get("mandatory") or {}),
+            "counts": dict(Counter(r.get("category") for r in report.get("results") or [])),
+        }
+        if outcome.status is Status.INVALID:
+            entry.update(
+                certified=False,
+                state=INVALID_STATE,
+                verdict=f"invalid report: {'; '.join(outcome.problems)}",
+                failing_clauses=[],
+                mandatory={},
+                counts={},
+            )
+        backends.append(entry)
     model: dict[str, Any] = {
         "schema": SCHEMA,
         "backends": backends,
-        "warnings": _warnings(backends, names),
+        "warnings": _validity_warnings(backends) + _warnings(backends, names),
         "spec_digests": _group(backends, "spec_digest"),
-        "clauses": _clause_rows(reports, backends, clauses),
-        "ops": _op_rows(reports, backends),
+        "clauses": _clause_rows(shown, backends, clauses),
+        "ops": _op_rows(shown, backends),
     }
     model["comparable"] = not any(w["kind"] == "spec-digest" for w in model["warnings"])
     return model
+
+
+def _validity_warnings(backends: list[dict[str, Any]]) -> list[dict[str, str]]:
+    warnings = []
+    for b in backends:
+        if b["validity"] == Status.INVALID.value:
+            warnings.append(
+                {
+                    "kind": "invalid-report",
+                    "message": f"The report of {b['key']} is invalid and none of its numbers are shown: {'; '.join(b['problems'])}",
+                }
+            )
+    unchecked = [b["key"] for b in backends if b["validity"] == Status.UNCHECKED.value]
+    if unchecked:
+        warnings.append(
+            {
+                "kind": "unverified",
+                "message": f"The verdicts of {', '.join(unchecked)} were made under another spec or harness version "
+                "and were not recomputed by this harness (their integrity hashes hold).",
+            }
+        )
+    return warnings
 
 
 def _group(backends: list[dict[str, Any]], field: str) -> dict[str, list[str]]:
@@ -231,25 +289,37 @@ def render_markdown(model: Mapping[str, Any]) -> str:
     for w in model.get("warnings") or []:
         lines += [f"> ⚠️ **{_md(w['kind'])}**: {_md(w['message'])}", ""]
     verdicts = [
-        ["verdict"] + [("✅ certified" if b["certified"] else "❌ not certified") for b in backends],
+        ["verdict"] + [_md_verdict(b) for b in backends],
         ["version"] + [_md(b["version"]) for b in backends],
         ["profile"] + [_md(b["profile"]) for b in backends],
         ["spec"] + [f"`{_md(str(b['spec_digest'])[:12])}`" for b in backends],
-        ["mandatory passed"] + [f"{b['mandatory'].get('passed', 0)}/{b['mandatory'].get('total', 0)}" for b in backends],
-        ["failing clauses"] + [_md(", ".join(b["failing_clauses"]) or "none") for b in backends],
+        ["mandatory passed"] + [_invalid_or(b, f"{b['mandatory'].get('passed', 0)}/{b['mandatory'].get('total', 0)}") for b in backends],
+        ["failing clauses"] + [_invalid_or(b, _md(", ".join(b["failing_clauses"]) or "none")) for b in backends],
     ]
     lines += ["## Verdicts", "", tabulate(verdicts, headers=headers, tablefmt="github"), ""]
     if model["clauses"]:
         rows = []
         for row in model["clauses"]:
             label = f"{row['id']} {row['title']}".strip()
-            rows.append([_md(label)] + [_md_clause_cell(row["cells"].get(b["key"])) for b in backends])
+            rows.append([_md(label)] + [_invalid_or(b, _md_clause_cell(row["cells"].get(b["key"]))) for b in backends])
         lines += ["## Clauses (worst result per backend)", "", tabulate(rows, headers=headers, tablefmt="github"), ""]
     if model["ops"]:
-        rows = [[_md(row["op"])] + [_md_op_cell(row["cells"].get(b["key"])) for b in backends] for row in model["ops"]]
+        rows = [[_md(row["op"])] + [_invalid_or(b, _md_op_cell(row["cells"].get(b["key"]))) for b in backends] for row in model["ops"]]
         lines += ["## Operators (dtypes passed / run)", "", tabulate(rows, headers=headers, tablefmt="github"), ""]
     lines += ["✅ pass · ❌ mismatch · ⛔ stage failure · ⚠️ contract violation · 💥 crash · ⏱ timeout · — not supported · ❓ inconclusive", ""]
     return "\n".join(lines)
+
+
+def _md_verdict(b: Mapping[str, Any]) -> str:
+    if b["state"] == INVALID_STATE:
+        return "⛔ INVALID REPORT"
+    text = "✅ certified" if b["certified"] else "❌ not certified"
+    return f"{text} (not recomputed)" if b["validity"] == Status.UNCHECKED.value else text
+
+
+def _invalid_or(b: Mapping[str, Any], text: str) -> str:
+    """An invalid report's cells say so instead of showing its numbers."""
+    return "⛔ invalid" if b["state"] == INVALID_STATE else text
 
 
 def _md_clause_cell(cell: Mapping[str, Any] | None) -> str:
@@ -287,6 +357,7 @@ h1 { margin: 24px 0 4px; }
 #scoreboard tr.group th { background: var(--soft); font-weight: 700; font-size: 15px; padding-top: 10px; }
 #scoreboard td { text-align: center; vertical-align: middle; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 #scoreboard td.cell { white-space: normal; overflow-wrap: anywhere; font-weight: 600; font-size: 12px; border-bottom: 1px solid #fff; border-right: 2px solid #fff; }
+#scoreboard td.invalid { background: #24292f; color: #fff; }
 #scoreboard td.empty { background: repeating-linear-gradient(45deg, #fafafa 0 4px, #f0f0f0 4px 8px); }
 #scoreboard td.verdict { padding: 6px; }
 #scoreboard td.verdict .chip { font-size: 12.5px; padding: 3px 10px; }
@@ -314,8 +385,10 @@ def render_html(model: Mapping[str, Any]) -> str:
     rows.append(
         '<tr data-row="verdict"><th scope="row">verdict</th>'
         + "".join(
-            f'<td class="verdict" data-backend="{esc(b["key"])}" data-certified="{str(b["certified"]).lower()}" title="{esc(b["verdict"])}">'
-            f'<span class="chip" style="background:{VERDICT_COLOURS[b["state"]]};color:#fff">{VERDICT_BADGES[b["state"]]}</span></td>'
+            f'<td class="verdict" data-backend="{esc(b["key"])}" data-certified="{str(b["certified"]).lower()}" '
+            f'data-validity="{esc(b["validity"])}" title="{esc(b["verdict"])}">'
+            f'<span class="chip" style="background:{STATE_COLOURS[b["state"]]};color:#fff">{STATE_BADGES[b["state"]]}'
+            f'{" (not recomputed)" if b["validity"] == Status.UNCHECKED.value else ""}</span></td>'
             for b in backends
         )
         + "</tr>"
@@ -327,13 +400,23 @@ def render_html(model: Mapping[str, Any]) -> str:
     ):
         rows.append(
             f'<tr data-row="{esc(field)}"><th scope="row">{esc(label)}</th>'
-            + "".join(f'<td data-backend="{esc(b["key"])}" title="{esc(b[field])}">{esc(fmt(b[field]))}</td>' for b in backends)
+            + "".join(
+                _html_invalid_cell(b["key"], {"data-row": field})
+                if b["state"] == INVALID_STATE and field == "mandatory"
+                else f'<td data-backend="{esc(b["key"])}" title="{esc(b[field])}">{esc(fmt(b[field]))}</td>'
+                for b in backends
+            )
             + "</tr>"
         )
     if model["clauses"]:
         rows.append(_group_row("Clauses", n))
         for row in model["clauses"]:
-            cells = "".join(_html_clause_cell(b["key"], row["id"], row["cells"].get(b["key"])) for b in backends)
+            cells = "".join(
+                _html_invalid_cell(b["key"], {"data-clause": row["id"]})
+                if b["state"] == INVALID_STATE
+                else _html_clause_cell(b["key"], row["id"], row["cells"].get(b["key"]))
+                for b in backends
+            )
             rows.append(
                 f'<tr data-clause="{esc(row["id"])}"><th scope="row" title="{esc(_join(row["title"], row["text"]))}">'
                 f'<span class="mono"><b>{esc(row["id"])}</b></span><span class="title">{esc(row["title"])}</span></th>{cells}</tr>'
@@ -341,7 +424,12 @@ def render_html(model: Mapping[str, Any]) -> str:
     if model["ops"]:
         rows.append(_group_row("Operators (dtypes passed / run)", n))
         for row in model["ops"]:
-            cells = "".join(_html_op_cell(b["key"], row["op"], row["cells"].get(b["key"])) for b in backends)
+            cells = "".join(
+                _html_invalid_cell(b["key"], {"data-op": row["op"]})
+                if b["state"] == INVALID_STATE
+                else _html_op_cell(b["key"], row["op"], row["cells"].get(b["key"]))
+                for b in backends
+            )
             rows.append(f'<tr data-op="{esc(row["op"])}"><th scope="row" class="mono">{esc(row["op"])}</th>{cells}</tr>')
     body.append(
         '<table class="grid" id="scoreboard" data-comparable="'
@@ -364,6 +452,11 @@ def _join(title: str, text: str) -> str:
 
 def _group_row(label: str, n: int) -> str:
     return f'<tr class="group"><th colspan="{n + 1}" scope="rowgroup">{esc(label)}</th></tr>'
+
+
+def _html_invalid_cell(key: str, attrs: Mapping[str, str]) -> str:
+    where = "".join(f' {name}="{esc(value)}"' for name, value in attrs.items())
+    return f'<td class="cell invalid" data-backend="{esc(key)}"{where} data-invalid="true" title="invalid report: not shown">⛔ invalid</td>'
 
 
 def _html_clause_cell(key: str, clause: str, cell: Mapping[str, Any] | None) -> str:

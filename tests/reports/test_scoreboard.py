@@ -157,3 +157,63 @@ def test_html_scoreboard_in_chromium(tmp_path):
     assert not dom.find_all(id="warnings")
 
     keep_artifact(screenshot(page, tmp_path / "scoreboard.png", size="1200,1600"), "scoreboard.png")
+
+
+def forged_summary(report: dict) -> dict:
+    """A failing report whose summary claims every mandatory check passed, rehashed so the hash agrees."""
+    from conformance.report.model import integrity_hash
+
+    report["summary"]["mandatory"] = {"total": 2069, "passed": 2069}
+    report["verdict"] = dict(report["verdict"], certified=True, text="certified for profile smoke", failing_clauses=[])
+    report["integrity"]["sha256"] = integrity_hash(report)
+    return report
+
+
+def test_an_invalid_report_is_marked_and_none_of_its_numbers_are_shown():
+    forged = forged_summary(make_report("seeded-nan-dropped-by-max", nan_dropped_by_max, version="seeded"))
+    stale = make_report("older", version="1", digest="0" * 64)
+    model = scoreboard.build([make_report("reference"), forged, stale], SPECS.clauses)
+    reference, bad, old = model["backends"]
+    assert (reference["validity"], bad["validity"], old["validity"]) == ("valid", "invalid", "unchecked")
+    assert bad["certified"] is False and bad["state"] == "invalid" and bad["mandatory"] == {} and bad["counts"] == {}
+    assert any("summary.mandatory says" in p for p in bad["problems"])
+    [warning] = [w for w in model["warnings"] if w["kind"] == "invalid-report"]
+    assert "seeded-nan-dropped-by-max" in warning["message"] and "verdict does not follow" in warning["message"]
+    [unverified] = [w for w in model["warnings"] if w["kind"] == "unverified"]
+    assert "older" in unverified["message"]
+    assert all(row["cells"][bad["key"]] is None for row in model["clauses"] + model["ops"])
+
+    text = scoreboard.render_markdown(model)
+    verdict_row = next(line for line in text.splitlines() if line.startswith("| verdict"))
+    assert [c.strip() for c in verdict_row.strip("|").split("|")][1:] == [
+        "✅ certified", "⛔ INVALID REPORT", "✅ certified (not recomputed)"
+    ]
+    assert "2069" not in text.replace(warning["message"].replace("|", "\\|"), ""), "the forged numbers appear only in the warning"
+    assert "invalid-report" in text
+
+    dom = parse(scoreboard.render_html(model))
+    table = dom.find("table", id="scoreboard")
+    cell = table.find("td", class_="verdict", data_backend=bad["key"])
+    assert cell.attrs["data-validity"] == "invalid" and "INVALID REPORT" in cell.text()
+    assert cell.attrs["data-certified"] == "false"
+    invalid_cells = table.find_all("td", data_backend=bad["key"], data_invalid="true")
+    assert len(invalid_cells) == 1 + len(model["clauses"]) + len(model["ops"])  # mandatory, every clause and op
+    assert not table.find_all("td", data_backend=bad["key"], data_category=True)
+    assert dom.find(id="warnings").find("li", data_warning="invalid-report")
+
+
+def test_scoreboard_command_verifies_each_report_and_warns(tmp_path, capsys, monkeypatch):
+    from conformance.cli import EXIT_INVALID, EXIT_OK, main
+    from conformance.report.verify import SIGNING_KEY_ENV
+
+    monkeypatch.delenv(SIGNING_KEY_ENV, raising=False)
+    good, bad = tmp_path / "reference.json", tmp_path / "forged.json"
+    good.write_text(json.dumps(make_report("reference")))
+    bad.write_text(json.dumps(forged_summary(make_report("seeded-nan-dropped-by-max", nan_dropped_by_max))))
+    out = tmp_path / "out"
+    assert main(["scoreboard", str(good), "--output", str(out)]) == EXIT_OK
+    capsys.readouterr()
+    assert main(["scoreboard", str(good), str(bad), "--output", str(out)]) == EXIT_INVALID
+    printed = capsys.readouterr().out
+    assert "WARNING: The report of seeded-nan-dropped-by-max is invalid" in printed
+    assert "⛔ INVALID REPORT" in (out / "scoreboard.md").read_text()
