@@ -27,9 +27,17 @@ from pathlib import Path
 
 from conformance.report.model import ReportError
 from conformance.results import Category
+from conformance.supervision import JOURNAL_SUFFIX, die_with_parent
+from conformance.transport import clean_text
+from conformance.supervisor import Supervisor
 
 EXIT_OK, EXIT_NOT_CERTIFIED, EXIT_USAGE, EXIT_INVALID, EXIT_STALE = 0, 1, 2, 3, 4
 DEFAULT_TIMEOUT = 120
+DEFAULT_BUDGET = 6 * 3600
+"""Seconds a whole certify run may take before what is left is recorded "not run"."""
+MAX_WORKER_RESTARTS = 20
+"""Per pytest session; the supervisor starts another session for what a session left."""
+REPORT_FILES = ("report.json", "report.md", "report.html", "junit.xml")
 
 
 class UsageError(Exception):
@@ -90,10 +98,15 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
     out = Path(ns.output)
     shard = _shard_tag(ns.shard)
     results_dir = out / safe_name(ns.backend) / "results"
-    if results_dir.exists() and not shard:
-        for stale in results_dir.glob("*.json"):
+    baseline = _load_json(ns.baseline, "baseline") if ns.baseline else None  # before the old report goes
+    if not shard:
+        # Nothing of an earlier run may stand beside this one's results: a run killed half-way
+        # must leave no report that looks like its own.
+        for stale in [*results_dir.glob("*.json"), *results_dir.glob(f"*{JOURNAL_SUFFIX}")]:
             stale.unlink()
-    baseline = _load_json(ns.baseline, "baseline") if ns.baseline else None
+        for stale in REPORT_FILES:
+            (results_dir.parent / stale).unlink(missing_ok=True)
+    results_dir.mkdir(parents=True, exist_ok=True)
     # A certify run started from inside a pytest-xdist worker (a CI test) must not inherit its
     # identity: pytest-benchmark disables itself wherever PYTEST_XDIST_WORKER is set.
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
@@ -119,46 +132,88 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
     if shard:
         common += ["--conformance-shard", ns.shard]
     started = time.perf_counter()
-    workers = ["-n", str(ns.workers)] if ns.workers != "0" else ["-p", "no:xdist"]
-    status = _pytest(
+    hard = 2 * ns.timeout + 10
+    supervisor = Supervisor(
+        results_dir,
+        hard_timeout=hard,
+        deadline=time.monotonic() + ns.budget if ns.budget else None,
+        budget_s=ns.budget,
+    )
+    workers = ["-n", str(ns.workers), "--max-worker-restart", str(MAX_WORKER_RESTARTS)] if ns.workers != "0" else ["-p", "no:xdist"]
+    checks = supervisor.run_phase(
+        f"checks{shard}",
         common
         + workers
-        + ["--conformance-tag", f"checks{shard}", "--timeout", str(ns.timeout), "-o", "timeout_func_only=true", "-k", _and("not test_PERF", selection)]
-        + ["--benchmark-disable"]
+        + ["--timeout", str(ns.timeout), "-o", "timeout_func_only=true", "--conformance-hard-timeout", str(hard)]
+        + ["-k", _and("not test_PERF", selection), "--benchmark-disable"]
         + extra,
         env,
+        in_process=ns.workers == "0",
     )
-    if status not in (0, 1):
-        print(f"conformance: the check session ended with pytest exit code {status}", file=sys.stderr)
-    if any(c.startswith("PERF-") for c in profile.clauses) and not ns.skip_perf:
+    _say(checks)
+    if any(c.startswith("PERF-") for c in profile.clauses) and not ns.skip_perf and supervisor.budget_left():
         print("conformance: timing preprocess, init and execute (pytest-benchmark, no workers) ...", flush=True)
-        _pytest(
+        perf = supervisor.run_phase(
+            f"perf{shard}",
             common
-            + ["-p", "no:xdist", "--conformance-tag", f"perf{shard}", "--timeout", str(ns.timeout), "-o", "timeout_func_only=true", "-k", _and("test_PERF", selection)]
+            + ["-p", "no:xdist", "--timeout", str(ns.timeout), "-o", "timeout_func_only=true", "-k", _and("test_PERF", selection)]
             + ["--benchmark-min-rounds", "15", "--benchmark-max-time", "0.5", "--benchmark-disable-gc", "-q"]
             + extra,
             env,
-            quiet=True,
+            in_process=True,
+            log=results_dir.parent / "logs" / f"perf{shard}.log",
         )
+        _say(perf)
     report_dir = out / safe_name(ns.backend)
     if shard:
-        parts = sorted(results_dir.glob(f"*{shard}.json"))
+        parts = sorted(results_dir.glob(f"*{shard}*.json"))
         failing = sum(Category(r["category"]).is_failure for p in parts for r in json.loads(p.read_text())["results"])
         print(f"shard {ns.shard}: results in {', '.join(map(str, parts))}; {failing} failing. "
               f"Merge every shard's results with: python -m conformance merge {report_dir} <results files or dirs>")
         return EXIT_NOT_CERTIFIED if failing else EXIT_OK
-    try:
-        report = build_and_write(report_dir, specs)
-    except FileNotFoundError as exc:
-        print(f"conformance: no results were written ({exc}); see the pytest output above", file=sys.stderr)
-        return EXIT_NOT_CERTIFIED
-    except ReportError as exc:
-        print(f"conformance: cannot build the report: {exc}", file=sys.stderr)
+    report = _supervised_report(report_dir, supervisor)
+    if report is None:
         return EXIT_NOT_CERTIFIED
     _print_summary(report, report_dir, time.perf_counter() - started)
     if baseline is not None:
         return _gate(baseline, report, ns)
     return EXIT_OK if report["verdict"]["certified"] else EXIT_NOT_CERTIFIED
+
+
+REPORT_TIMEOUT = 600
+
+
+def _supervised_report(report_dir: Path, supervisor: Supervisor) -> dict | None:
+    """``report`` in a process of its own, under the same watchdog as the checks: whatever the
+    results hold, building the report ends, and a report that could not be built says why."""
+    timeout = REPORT_TIMEOUT if supervisor.deadline is None else max(60.0, min(REPORT_TIMEOUT, supervisor.deadline - time.monotonic()))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "conformance", "report", str(report_dir)],
+            capture_output=True, text=True, errors="replace", timeout=timeout,
+            preexec_fn=die_with_parent,  # noqa: PLW1509 - the CLI is single-threaded
+        )
+    except subprocess.TimeoutExpired:
+        print(f"conformance: building the report did not finish in {timeout:.0f} s; the results are in {report_dir / 'results'}", file=sys.stderr)
+        return None
+    if done.returncode != EXIT_OK:
+        print(f"conformance: cannot build the report: {clean_text(done.stderr.strip() or done.stdout.strip())[-2000:]}", file=sys.stderr)
+        return None
+    return json.loads((report_dir / "report.json").read_text())
+
+
+def _say(outcome) -> None:
+    """What the supervisor had to do in a phase, in a line or two."""
+    if outcome.sessions > 1:
+        print(f"conformance: the {outcome.tag} phase took {outcome.sessions} pytest sessions "
+              f"(exit statuses {outcome.exit_statuses}); every planned check was run again where a session ended early")
+    if outcome.lost:
+        print(f"conformance: {len(outcome.lost)} check(s) recorded by the supervisor (their process died or hung): "
+              + ", ".join(outcome.lost[:5]) + (" ..." if len(outcome.lost) > 5 else ""))
+    if outcome.budget_spent:
+        print(f"conformance: the run's time budget was spent; {len(outcome.not_run)} check(s) of the {outcome.tag} phase not run", file=sys.stderr)
+    for note in outcome.notes:
+        print(f"conformance: {note}", file=sys.stderr)
 
 
 def _shard_tag(text: str | None) -> str:
@@ -182,14 +237,33 @@ def _load_json(path: str, what: str) -> dict:
         raise UsageError(f"{what} {path} is not JSON: {exc}") from None
 
 
-def _gate(baseline: dict, report: dict, ns) -> int:
-    from conformance.report.diff import WaiverError, diff, load_waivers, render
+def _gate(baseline: dict, report: dict, ns, paths: tuple[str | None, str | None] = (None, None)) -> int:
+    """Verify both reports (3 invalid, 4 stale), refuse other specs or profiles (4), then diff (1 regressed)."""
+    from conformance.report import verify as verifying
+    from conformance.report.diff import DiffError, WaiverError, diff, load_waivers, render
 
     try:
         waivers = load_waivers(ns.waivers) if ns.waivers else []
-    except WaiverError as exc:
+        key = verifying.signing_key(getattr(ns, "key_file", None), os.environ)
+    except (WaiverError, verifying.SigningKeyError) as exc:
         raise UsageError(str(exc)) from None
-    result = diff(baseline, report, threshold=ns.threshold, waivers=waivers)
+    for label, document, path in (("baseline", baseline, paths[0]), ("new report", report, paths[1])):
+        outcome = verifying.verify(document, key=key, allow_stale=ns.allow_stale, path=path)
+        if not outcome.ok:
+            print(verifying.render(outcome, f"{label} {path}" if path else label))
+            return EXIT_INVALID if outcome.status is verifying.Status.INVALID else EXIT_STALE
+        for note in outcome.notes:
+            print(f"note: {label}: {note}")
+    apart = [f"{k} {baseline['spec'][k]} -> {report['spec'][k]}" for k in ("digest", "profile") if baseline["spec"][k] != report["spec"][k]]
+    if apart and not ns.allow_stale:
+        print(f"CANNOT COMPARE: the reports were certified under a different spec {' and '.join(apart)}; "
+              "re-certify the baseline, or pass --allow-stale to compare them by check id")
+        return EXIT_STALE
+    try:
+        result = diff(baseline, report, threshold=ns.threshold, waivers=waivers)
+    except DiffError as exc:
+        print(f"INVALID: {exc}")
+        return EXIT_INVALID
     print(render(result, ns.threshold))
     return EXIT_NOT_CERTIFIED if result.failed else EXIT_OK
 
@@ -199,8 +273,12 @@ def build_and_write(report_dir: Path, specs) -> dict:
     from conformance.plugin import write_json_atomic
     from conformance.report import build_report, html, junit
     from conformance.report.markdown import render
-    from conformance.report.model import validate
+    from conformance.report.model import sign, validate
+    from conformance.report.verify import signing_key
+    from conformance.supervisor import complete_documents
 
+    if (report_dir / "results").is_dir():
+        complete_documents(report_dir / "results")  # sessions that died before writing their document
     parts = sorted((report_dir / "results").glob("*.json"))
     if not parts:
         raise FileNotFoundError(report_dir / "results")
@@ -208,6 +286,7 @@ def build_and_write(report_dir: Path, specs) -> dict:
     problems = validate(report)
     if problems:  # the harness's own bug: say so instead of publishing a malformed certificate
         raise ReportError("report.json does not match its schema: " + "; ".join(problems[:5]))
+    sign(report, signing_key(None, os.environ))  # CI holds CONFORMANCE_SIGNING_KEY; without it, unsigned
     write_json_atomic(report_dir / "report.json", report)
     (report_dir / "report.md").write_text(render(report, specs.clauses))
     (report_dir / "junit.xml").write_text(junit.render(report))
@@ -232,7 +311,14 @@ def _print_summary(report: dict, report_dir: Path, seconds: float) -> None:
 def report_command(ns: argparse.Namespace) -> int:
     from conformance import specs as spec_module
 
-    report = build_and_write(Path(ns.directory), spec_module.load())
+    try:
+        report = build_and_write(Path(ns.directory), spec_module.load())
+    except FileNotFoundError as exc:
+        print(f"conformance: no results to build a report from ({exc}); see the pytest output above", file=sys.stderr)
+        return EXIT_NOT_CERTIFIED
+    except ReportError as exc:
+        print(f"conformance: {exc}", file=sys.stderr)
+        return EXIT_NOT_CERTIFIED
     print(report["verdict"]["text"])
     return EXIT_OK
 
@@ -276,33 +362,34 @@ def replay(ns: argparse.Namespace) -> int:
 
 
 def diff_command(ns: argparse.Namespace) -> int:
-    old, new = _load_json(ns.old, "report"), _load_json(ns.new, "report")
-    return _gate(old, new, ns)
+    from conformance.report import verify as verifying
+
+    reports = []
+    for path in (ns.old, ns.new):
+        try:
+            reports.append(verifying.load(Path(path)))
+        except OSError as exc:
+            raise UsageError(f"report {path}: {exc.strerror or exc}") from None
+        except verifying.InvalidReport as exc:
+            print(f"INVALID: {path}: {exc}")
+            return EXIT_INVALID
+    return _gate(*reports, ns, paths=(ns.old, ns.new))
 
 
 def verify_command(ns: argparse.Namespace) -> int:
-    """Schema, integrity hash, and (when the spec matches) the verdict recomputed from the results."""
-    from conformance import specs as spec_module
-    from conformance.report.model import integrity_hash, validate, verdict
+    """Schema, staleness, integrity hash, signature, the verdict recomputed, the renderings beside it."""
+    from conformance.report import verify as verifying
 
-    report = _load_json(ns.report, "report")
-    problems = validate(report)
-    stored = (report.get("integrity") or {}).get("sha256")
-    if not problems and integrity_hash(report) != stored:
-        problems.append("integrity hash mismatch: results, spec, backend, environment or verdict were changed after the run")
-    specs = spec_module.load()
-    if not problems and specs.digest == report["spec"]["digest"]:
-        recomputed = verdict(report["results"], specs.profile(report["spec"]["profile"]), specs)
-        if recomputed != report["verdict"]:
-            problems.append("the verdict does not follow from the results under this spec")
-    elif not problems:
-        print(f"note: report spec {report['spec']['digest'][:12]} differs from this harness's {specs.digest[:12]}; verdict not recomputed")
-    if problems:
-        for p in problems:
-            print(f"INVALID: {p}")
-        return EXIT_NOT_CERTIFIED
-    print(f"VALID: {report['backend']['name']} {report['backend']['version']}: {report['verdict']['text']} (sha256 {stored[:16]})")
-    return EXIT_OK
+    try:
+        key = verifying.signing_key(ns.key_file, os.environ)
+        outcome = verifying.verify_file(ns.report, key=key, allow_stale=ns.allow_stale)
+    except verifying.SigningKeyError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"report {ns.report}: {exc.strerror or exc}") from None
+    print(verifying.render(outcome, ns.report))
+    status = verifying.Status
+    return {status.VALID: EXIT_OK, status.UNCHECKED: EXIT_OK, status.STALE: EXIT_STALE}.get(outcome.status, EXIT_INVALID)
 
 
 def merge_command(ns: argparse.Namespace) -> int:
@@ -336,8 +423,13 @@ def scoreboard_command(ns: argparse.Namespace) -> int:
     from conformance import specs as spec_module
     from conformance.report import scoreboard
 
+    from conformance.report import verify as verifying
+
+    specs = spec_module.load()
     reports = [_load_json(path, "report") for path in ns.reports]
-    model = scoreboard.build(reports, spec_module.load().clauses)
+    key = verifying.signing_key(None, os.environ)
+    outcomes = [verifying.verify(r, specs=specs, key=key, allow_stale=True, path=path) for r, path in zip(reports, ns.reports)]
+    model = scoreboard.build(reports, specs.clauses, outcomes=outcomes)
     out = Path(ns.output)
     out.mkdir(parents=True, exist_ok=True)
     (out / "scoreboard.md").write_text(scoreboard.render_markdown(model))
@@ -345,7 +437,7 @@ def scoreboard_command(ns: argparse.Namespace) -> int:
     for warning in model.get("warnings", []):
         print(f"WARNING: {warning['message'] if isinstance(warning, dict) else warning}")
     print(f"scoreboard of {len(reports)} backend(s): {out / 'scoreboard.md'}, {out / 'scoreboard.html'}")
-    return EXIT_OK
+    return EXIT_OK if all(o.status is not verifying.Status.INVALID for o in outcomes) else EXIT_INVALID
 
 
 def list_command(ns: argparse.Namespace) -> int:
@@ -367,6 +459,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--workers", default="auto", help="pytest-xdist workers (default auto; 0 runs in-process, no crash isolation)")
     c.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per check before TIMEOUT")
     c.add_argument("--skip-perf", action="store_true", help="skip the performance session")
+    c.add_argument("--budget", type=float, default=DEFAULT_BUDGET, help=f"seconds the whole run may take; checks left then are recorded not run (default {DEFAULT_BUDGET})")
     c.add_argument("--shard", default=None, metavar="I/N", help="run shard I of N; merge shards with `merge`")
     c.add_argument("--baseline", default=None, help="report.json of a previous run: exit non-zero only on new failures or regressions")
     _gate_options(c)
@@ -379,8 +472,11 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("old")
     d.add_argument("new")
     _gate_options(d)
-    v = sub.add_parser("verify", help="check a report's schema, integrity hash and verdict")
+    d.add_argument("--key-file", default=None, help="signing key: both reports must be signed with it (default: $CONFORMANCE_SIGNING_KEY)")
+    v = sub.add_parser("verify", help="check a report's schema, integrity hash, signature, verdict and renderings")
     v.add_argument("report")
+    v.add_argument("--key-file", default=None, help="signing key: the report must be signed with it (default: $CONFORMANCE_SIGNING_KEY)")
+    v.add_argument("--allow-stale", action="store_true", help="accept a report of another spec or harness version: check its integrity only")
     m = sub.add_parser("merge", help="merge results documents (shards) into DIR/report.json")
     m.add_argument("directory", help="output directory, e.g. reports/mybackend")
     m.add_argument("results", nargs="+", help="results/*.json files or directories holding them")
@@ -396,6 +492,7 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--waivers", default=None, help="TOML file of waivers ([[waiver]] id, reason, tracking, expires)")
     p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD, help="performance regression ratio (default 1.25)")
+    p.add_argument("--allow-stale", action="store_true", help="compare reports of another spec, profile or harness version by check id")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,6 +41,7 @@ from conformance.api import (
 )
 from conformance.api.tensors import with_layout
 from conformance.results import Category, CheckFailure
+from conformance.supervision import stage
 
 RUNTIME_CAPACITY = 1 << 30
 TEMP_CAPACITY = 1 << 30
@@ -113,6 +114,7 @@ class Driver:
     def preprocess(self, exported, compile_specs: Sequence[CompileSpec] | None = None) -> tuple[PreprocessResult, int]:
         specs = list(self.backend.compile_specs if compile_specs is None else compile_specs)
         start = time.perf_counter_ns()
+        stage("preprocess")
         try:
             result = self.backend.details.preprocess(exported, specs)
         except BackendError as exc:
@@ -143,6 +145,7 @@ class Driver:
         allocator = runtime_allocator if runtime_allocator is not None else MemoryAllocator(RUNTIME_CAPACITY)
         context = BackendInitContext(runtime_allocator=allocator, named_data_map=named, method_name="forward")
         start = time.perf_counter_ns()
+        stage("init")
         try:
             handle = self.backend.runtime.init(context, processed, list(self.backend.compile_specs))
         except BackendError as exc:
@@ -177,6 +180,7 @@ class Driver:
         temp = temp_allocator if temp_allocator is not None else MemoryAllocator(TEMP_CAPACITY)
         context = BackendExecutionContext(temp_allocator=temp, event_tracer=tracer, method_name="forward")
         start = time.perf_counter_ns()
+        stage("execute")
         try:
             status = self.backend.runtime.execute(context, loaded.handle, args)
         except BackendError as exc:
@@ -203,6 +207,7 @@ class Driver:
         return Execution(written, list(tracer.events), elapsed, peak)
 
     def destroy(self, loaded: Loaded) -> None:
+        stage("destroy")
         try:
             self.backend.runtime.destroy(loaded.handle)
         except Exception as exc:

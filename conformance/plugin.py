@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import tempfile
 import threading
@@ -37,7 +38,8 @@ from typing import Any
 
 import pytest
 
-from conformance import transport
+from conformance import supervision, transport
+from conformance.report.model import result_id
 from conformance.results import Category, CheckFailure
 
 STASH_STATE = pytest.StashKey["_State"]()
@@ -57,6 +59,12 @@ def pytest_addoption(parser):
         default=None,
         metavar="I/N",
         help="run only shard I of N (deterministic by check id); merge the shards' results with `conformance merge`",
+    )
+    group.addoption(
+        "--conformance-only",
+        default=None,
+        metavar="FILE",
+        help="run only the checks whose node ids FILE lists, one per line (the supervisor's resume runs)",
     )
     group.addoption(
         "--conformance-hard-timeout",
@@ -88,6 +96,11 @@ class _State:
         self.meta: dict[str, dict] = {}  # nodeid -> meta from the setup report
         self.killed: dict[str, float] = {}  # nodeid -> seconds, killed by the watchdog
         self.run_dir: Path | None = None
+        self.owns_run_dir = False
+        self.journals: dict[str, Path] = {}  # backend name -> the results journal of this session
+        self.rescheduled: dict[str, int] = {}  # nodeid -> times put back after a worker died before it
+        self.ignore_crash: set[str] = set()  # crash reports xdist will send for checks that never started
+        self.recycle: str | None = None  # why this worker should be replaced before its next check
         self.started = time.time()
 
     def backend(self, name: str):
@@ -113,6 +126,7 @@ def _uses_workers(config) -> bool:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     config.addinivalue_line("markers", "clause(id): the contract clause a check verifies")
+    config.addinivalue_line("markers", "stage(name): the contract call a check measures (part of its result id)")
     if not _active(config):
         return
     for name in config.getoption("backend"):
@@ -126,20 +140,34 @@ def pytest_configure(config):
     st = _State(config)
     config.stash[STASH_STATE] = st
     config.pluginmanager.register(_Collector(st), "conformance-collector")
+    given = os.environ.get(supervision.RUN_DIR_ENV)
     if _is_worker(config):
-        st.run_dir = Path(os.environ["CONFORMANCE_RUN_DIR"]) if os.environ.get("CONFORMANCE_RUN_DIR") else None
+        st.run_dir = Path(given) if given else None
+        supervision.die_with_parent()  # a lost controller must not leave the backend running
         return
-    st.run_dir = Path(tempfile.mkdtemp(prefix="conformance-run-"))
-    os.environ["CONFORMANCE_RUN_DIR"] = str(st.run_dir)  # inherited by xdist workers
+    # The run directory holds the markers, beacons and traces of every process running checks
+    # (conformance.supervision). The CLI's supervisor gives one it reads after the session;
+    # otherwise the session makes its own.
+    st.owns_run_dir = not given
+    st.run_dir = Path(given) if given else Path(tempfile.mkdtemp(prefix="conformance-run-"))
+    os.environ[supervision.RUN_DIR_ENV] = str(st.run_dir)  # inherited by xdist workers
 
 
 def pytest_sessionstart(session):
     # Not in pytest_configure: xdist registers its "dsession" plugin in its own pytest_configure,
     # after ours (tryfirst), so only now can the controller tell that it has workers to watch.
     config = session.config
-    if not _active(config) or _is_worker(config) or not _uses_workers(config):
+    if not _active(config):
         return
     st = state(config)
+    if _is_worker(config):
+        # Now, not at configure: pytest's faulthandler plugin points faulthandler at stderr then.
+        supervision.arm(st.run_dir)
+        return
+    _open_journals(st)
+    if not _uses_workers(config):
+        supervision.arm(st.run_dir)  # this process runs the checks itself
+        return
     timeout = config.getoption("timeout", default=None) or 0
     hard = config.getoption("conformance_hard_timeout") or (2 * float(timeout) + 10 if timeout else None)
     if hard and st.run_dir is not None:
@@ -310,16 +338,47 @@ def pytest_collection_modifyitems(session, config, items):
     st = state(config)
     mandatory = set(st.profile.clauses)
     shard = parse_shard(config.getoption("conformance_shard"))
+    only = _only(config.getoption("conformance_only"))
     keep, drop = [], []
     for item in items:
         clause = _clause_of(item)
         selected = clause is None or clause.startswith("NUM-") or clause in mandatory
         if selected and shard is not None:
             selected = _shard_of(item, shard[1]) == shard[0] - 1
+        if selected and only is not None:
+            selected = item.nodeid in only
         (keep if selected else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    """The plan: every check this session will run, with its meta, for the supervisor to tell
+    which ones a dead session never finished. Written once by whichever process collects first
+    (every xdist worker collects the same items)."""
+    config = session.config
+    if not _active(config):
+        return
+    st = state(config)
+    if st.run_dir is None or not session.items:
+        return
+    plan = st.run_dir / "plan.json"
+    if plan.exists():
+        return
+    tmp = plan.with_name(f".plan.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({item.nodeid: _meta(item) for item in session.items}))
+    os.replace(tmp, plan)
+
+
+def _only(path: str | None) -> set[str] | None:
+    if not path:
+        return None
+    try:
+        return {line.strip() for line in Path(path).read_text().splitlines() if line.strip()}
+    except OSError as exc:
+        raise pytest.UsageError(f"--conformance-only {path}: {exc}") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,6 +394,9 @@ def _meta(item) -> dict[str, Any]:
     for key in ("op", "dtype", "program", "runner", "stage"):
         if key in params and isinstance(params[key], str):
             meta[key] = params[key]
+    stage = item.get_closest_marker("stage")
+    if stage is not None:
+        meta["stage"] = stage.args[0]
     return meta
 
 
@@ -345,15 +407,24 @@ def pytest_runtest_protocol(item, nextitem):
         yield
         return
     st = state(config)
-    marker = None
-    if st.run_dir is not None and _is_worker(config):
-        marker = st.run_dir / f"{os.getpid()}.json"
-        marker.write_text(json.dumps({"nodeid": item.nodeid, "start": time.time(), "pid": os.getpid()}))
+    if st.recycle and _is_worker(config):
+        # Replace this worker before it runs another check: xdist sees it lost before this check
+        # started, and the controller puts the check back in the queue (pytest_handlecrashitem).
+        os._exit(0)
+    threads = _live_threads()
+    supervision.begin(item.nodeid)
     try:
         yield
     finally:
-        if marker is not None:
-            marker.unlink(missing_ok=True)
+        supervision.end()
+        stray = _live_threads() - threads
+        if stray and not st.recycle:
+            st.recycle = f"threads left running: {', '.join(sorted(stray))[:200]}"
+
+
+def _live_threads() -> set[str]:
+    """Non-daemon threads other than the main one (they keep a process from exiting)."""
+    return {f"{t.name}#{t.ident}" for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()}
 
 
 def pytest_runtest_setup(item):
@@ -372,7 +443,9 @@ def pytest_runtest_makereport(item, call):
         return
     recorder = item.stash.get(_RECORDER, None)
     record = dict(recorder.data) if recorder else {"clause": _clause_of(item)}
-    record.update(_meta(item))
+    meta = _meta(item)
+    record.update(meta)
+    record["id"] = result_id(meta)  # from the check's parameters only, never from what it found
     category, message = _classify(report, call, record.get("category"))
     record["category"] = category.value
     record.setdefault("message", message)
@@ -382,8 +455,12 @@ def pytest_runtest_makereport(item, call):
     if exc is not None:
         record.setdefault("stats", {}).update(exc.stats)
         if exc.stage:
-            record["stage"] = exc.stage
+            record["failed_stage"] = exc.stage  # not "stage": that one is a parameter, part of the id
     record["phase"] = report.when
+    if category in (Category.TIMEOUT, Category.HARNESS_ERROR) and not item.config.stash[STASH_STATE].recycle:
+        # An interrupted import or a half-built fixture can poison every later check in this
+        # process: the worker is replaced before its next check.
+        item.config.stash[STASH_STATE].recycle = f"{category.value} in {item.nodeid}"
     report.user_properties.append((RESULT_KEY, transport.encode(record)))
     _clean_report(report)
 
@@ -476,7 +553,7 @@ def _last_line(text: str) -> str:
 
 
 class _Collector:
-    """Controller-side hooks: gathers every result record and writes the results documents."""
+    """Controller-side hooks: gathers every result record, journals it, writes the results documents."""
 
     def __init__(self, st: _State):
         self.st = st
@@ -495,9 +572,33 @@ class _Collector:
             previous = st.records.get(report.nodeid)
             # A teardown error must not hide a call failure; otherwise the latest phase wins.
             if previous is None or not Category(previous["category"]).is_failure:
-                st.records[report.nodeid] = record
+                _keep(st, record)
+        elif report.nodeid in st.ignore_crash:
+            st.ignore_crash.discard(report.nodeid)
         elif report.failed and "crashed while running" in str(report.longrepr):
             _record_lost_worker(st, report)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem, report, sched):
+        """A worker died with ``crashitem`` at the head of its queue. If the worker never started
+        it (it was replaced on purpose, or died between checks), put it back in the queue, at most
+        twice; if it had already reported it, leave its result alone."""
+        st = self.st
+        started = any(info["nodeid"] == crashitem for info in supervision.running(st.run_dir)) if st.run_dir else True
+        if started:
+            return  # it died in this check: _record_lost_worker records it
+        if crashitem in st.records:
+            why = "its worker ended after this check had reported"
+        elif st.rescheduled.get(crashitem, 0) < 2:
+            st.rescheduled[crashitem] = st.rescheduled.get(crashitem, 0) + 1
+            sched.mark_test_pending(crashitem)
+            why = "its worker was replaced before it started this check (after a timeout or a stray thread); it runs again"
+        else:
+            return  # workers keep dying before it starts: recorded as a crash of its own
+        # Not a failure in pytest's terminal summary either.
+        st.ignore_crash.add(crashitem)
+        report.outcome = "skipped"
+        report.longrepr = (report.location[0], 0, f"Skipped: {why}")
 
     def pytest_sessionfinish(self, session, exitstatus):
         config = self.st.config
@@ -511,13 +612,44 @@ class _Collector:
             for name in st.names:
                 records = [r for r in st.records.values() if r.get("backend") == name]
                 document = results_document(st, name, records)
-                path = Path(out) / safe_name(name) / "results" / f"{config.getoption('conformance_tag')}.json"
+                path = _results_dir(out, name) / f"{config.getoption('conformance_tag')}.json"
                 write_json_atomic(path, document)
-        if st.run_dir is not None:
-            for leftover in st.run_dir.glob("*"):
-                leftover.unlink(missing_ok=True)
-            st.run_dir.rmdir()
-            st.run_dir = None
+                journal = st.journals.get(name)
+                if journal is not None and st.owns_run_dir:  # unsupervised: the document says it all
+                    journal.unlink(missing_ok=True)
+        if st.run_dir is not None and st.owns_run_dir:
+            shutil.rmtree(st.run_dir, ignore_errors=True)
+        st.run_dir = None
+
+
+def _results_dir(out: str | Path, name: str) -> Path:
+    return Path(out) / safe_name(name) / "results"
+
+
+
+
+def _open_journals(st: _State) -> None:
+    out = st.config.getoption("conformance_out")
+    if not out:
+        return
+    from conformance.report import results_document
+
+    tag = st.config.getoption("conformance_tag")
+    for name in st.names:
+        path = _results_dir(out, name) / f"{tag}{supervision.JOURNAL_SUFFIX}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        header = results_document(st, name, [])
+        header.pop("results")
+        path.write_text(transport.dumps_document(header, indent=None) + "\n", encoding="utf-8")
+        st.journals[name] = path
+
+
+def _keep(st: _State, record: dict) -> None:
+    st.records[record["nodeid"]] = record
+    journal = st.journals.get(record.get("backend"))
+    if journal is not None:
+        with open(journal, "a", encoding="utf-8") as f:
+            f.write(transport.dumps_document(record, indent=None) + "\n")
 
 
 def _decoded(value: Any, nodeid: str, meta: dict) -> dict:
@@ -538,21 +670,58 @@ def _decoded(value: Any, nodeid: str, meta: dict) -> dict:
 
 
 def _record_lost_worker(st: _State, report) -> None:
-    for marker, info in _markers(st):  # the dead worker's: the watchdog must not kill a reused pid
+    """CRASH (or TIMEOUT, if the watchdog killed it) for the check a lost worker was running,
+    with how the process ended and the last contract call it reached."""
+    pid = None
+    for info in supervision.running(st.run_dir) if st.run_dir else ():
         if info["nodeid"] == report.nodeid:
-            marker.unlink(missing_ok=True)
+            pid = info["pid"]
+    status = _exit_status(getattr(report, "node", None))
     meta = dict(st.meta.get(report.nodeid) or {"clause": _clause_from_nodeid(report.nodeid)})
     if report.nodeid in st.killed:
+        meta.update(lost_record(report.nodeid, meta, st.run_dir, pid, None, killed_after=st.killed[report.nodeid]))
+    else:
+        meta.update(lost_record(report.nodeid, meta, st.run_dir, pid, status))
+    if pid is not None and st.run_dir is not None:
+        supervision.forget(st.run_dir, pid)  # the watchdog must not kill a reused pid
+    meta.update(nodeid=report.nodeid, duration_s=0.0, phase="call")
+    _keep(st, meta)
+
+
+def lost_record(nodeid: str, meta: dict, run_dir: Path | None, pid: int | None, status: int | None, *, killed_after: float | None = None) -> dict:
+    """The record of a check whose process died (``status``: its exit status, negative for a
+    signal) or was killed by a watchdog after ``killed_after`` seconds."""
+    words = supervision.last_words(run_dir, pid) if run_dir is not None and pid is not None else None
+    where = words.describe() if words else ""
+    stats: dict[str, Any] = {}
+    if words is not None:
+        stats.update({k: v for k, v in (("last_stage", words.stage), ("where", words.where), ("innermost_frame", words.innermost)) if v})
+    if killed_after is not None:
         category = Category.TIMEOUT
         message = (
-            f"no result after {st.killed[report.nodeid]:.0f} s; the worker was killed "
-            "(a hang the in-process timeout could not interrupt, e.g. native code holding the GIL)"
+            f"no result after {killed_after:.0f} s; the process was killed (a hang the in-process timeout "
+            "could not interrupt, e.g. native code holding the GIL)" + (f"; it was {where}" if where else "")
         )
+        stats["killed_after_s"] = round(killed_after, 1)
     else:
+        how, signame = supervision.describe_exit(status)
         category = Category.CRASH
-        message = f"the process running this check died: {_last_line(str(report.longrepr))}"
-    meta.update(category=category.value, message=message, nodeid=report.nodeid, duration_s=0.0, phase="call")
-    st.records[report.nodeid] = meta
+        message = f"the process running this check {how}" + (f" {where}" if where else "") + "; the run went on in a new process"
+        if words is not None and words.fatal:
+            message += f" (faulthandler: {words.fatal})"
+        stats["exit_status"] = status
+        if signame:
+            stats["signal"] = signame
+    return {**meta, "category": category.value, "message": transport.clean_text(message), "stats": {**meta.get("stats", {}), **stats}}
+
+
+def _exit_status(node) -> int | None:
+    """The exit status of a lost xdist worker (execnet keeps its Popen; private, so guarded)."""
+    try:
+        popen = node.gateway._io.popen
+        return popen.wait(timeout=5)
+    except Exception:
+        return None
 
 
 def _clause_from_nodeid(nodeid: str) -> str | None:
@@ -560,32 +729,18 @@ def _clause_from_nodeid(nodeid: str) -> str | None:
     return f"{match.group(1)}-{match.group(2)}" if match else None
 
 
-def _markers(st: _State):
-    """(path, {nodeid, start, pid}) of every check a worker is running now."""
-    if st.run_dir is None:
-        return
-    for marker in st.run_dir.glob("*.json"):
-        try:
-            yield marker, json.loads(marker.read_text())
-        except (OSError, ValueError):  # being written or just removed
-            continue
-
-
 def _watchdog(st: _State, hard_timeout: float) -> None:
     """Kill a worker whose check runs past ``hard_timeout``; xdist then reports it lost."""
     while True:
         time.sleep(0.25)
-        if st.run_dir is None or not st.run_dir.exists():
+        run_dir = st.run_dir
+        if run_dir is None or not run_dir.exists():
             return
-        for marker, info in _markers(st):
+        for info in supervision.running(run_dir):
             elapsed = time.time() - info["start"]
-            if elapsed > hard_timeout and info["nodeid"] not in st.killed:
+            if elapsed > hard_timeout and info["nodeid"] not in st.killed and info["pid"] != os.getpid():
                 st.killed[info["nodeid"]] = elapsed
-                try:
-                    os.kill(info["pid"], signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                marker.unlink(missing_ok=True)
+                supervision.kill(info["pid"])
 
 
 def safe_name(name: str) -> str:

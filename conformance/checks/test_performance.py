@@ -59,6 +59,7 @@ def _accepting(backend, runner, program_name, result):
     return driver, program, out
 
 
+@pytest.mark.stage("preprocess")
 @pytest.mark.parametrize("runner", ["backend", "reference"])
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_PERF_001_preprocess_latency(backend, result, benchmark, program, runner):
@@ -67,6 +68,7 @@ def test_PERF_001_preprocess_latency(backend, result, benchmark, program, runner
     _measure(benchmark, result, "preprocess", lambda: driver.preprocess(copies.pop()), setup=lambda: copies.append(contract.fresh()))
 
 
+@pytest.mark.stage("init")
 @pytest.mark.parametrize("runner", ["backend", "reference"])
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_PERF_002_init_latency(backend, result, benchmark, program, runner):
@@ -81,6 +83,7 @@ def test_PERF_002_init_latency(backend, result, benchmark, program, runner):
     )
 
 
+@pytest.mark.stage("execute")
 @pytest.mark.parametrize("runner", ["backend", "reference", "eager"])
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_PERF_003_execute_latency(backend, result, benchmark, program, runner):

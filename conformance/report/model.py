@@ -82,6 +82,16 @@ def result_id(record: Mapping[str, Any]) -> str:
     return f"{test}[{'|'.join(params)}]" if params else test
 
 
+def result_entries(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The ``results`` of a results document: records without their transport fields, with ids."""
+    results = []
+    for record in records:
+        entry = {k: v for k, v in record.items() if k not in ("backend", "nodeid", "phase")}
+        entry["id"] = record.get("id") or result_id(record)
+        results.append(entry)
+    return sorted(results, key=lambda r: r["id"])
+
+
 def results_document(state, backend_name: str, records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """One pytest session's results for one backend (written by the plugin)."""
     try:
@@ -90,15 +100,10 @@ def results_document(state, backend_name: str, records: Iterable[Mapping[str, An
         backend = None
     config = state.config
     hypothesis_profile = os.environ.get("HYPOTHESIS_PROFILE") or config.getoption("hypothesis_profile", default=None)
-    results = []
-    for record in records:
-        entry = {k: v for k, v in record.items() if k not in ("backend", "nodeid", "phase")}
-        entry["id"] = result_id(record)
-        results.append(entry)
-    results.sort(key=lambda r: r["id"])
+    results = result_entries(records)
     return {
         "schema": RESULTS_SCHEMA,
-        "harness": {"name": "torch-backend-conformance", "version": __version__},
+        "harness": {"name": HARNESS_NAME, "version": __version__},
         "spec": {"digest": state.specs.digest, "profile": state.profile.name},
         "backend": backend_info(backend) if backend is not None else {"name": backend_name, "version": "unknown"},
         "environment": environment(),

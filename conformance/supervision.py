@@ -1,0 +1,253 @@
+"""What a process running checks leaves behind for whoever supervises it.
+
+A check that kills its process (a segfault, an abort, ``os._exit``) or hangs it (native code
+holding the GIL) cannot report its own result. So every process that runs checks keeps, in the
+run directory named by ``CONFORMANCE_RUN_DIR``:
+
+- ``<pid>.json``, the *marker*: which check it is running and since when (removed when the
+  check ends, so a marker left behind names the check the process died in);
+- ``<pid>.stage``, the *beacon*: the contract call it is in (preprocess, init, execute,
+  destroy), written by ``conformance.driver`` through a shared memory map, so it survives
+  ``os._exit`` and SIGKILL and costs a memory write per call;
+- ``<pid>.trace``, Python's faulthandler output: the stack of every thread on a fatal signal
+  (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL) and on SIGUSR1, which the watchdog sends before
+  it kills a hung process (faulthandler writes from its C handler, so even a thread holding
+  the GIL in native code gets its stack dumped).
+
+The watchdog (``kill``) and the reader (``last_words``) are shared by the pytest plugin's
+watchdog over xdist workers and by the CLI's supervisor over whole sessions
+(``conformance.supervisor``).
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import mmap
+import os
+import re
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+RUN_DIR_ENV = "CONFORMANCE_RUN_DIR"
+JOURNAL_SUFFIX = ".journal"
+"""results/<tag>.journal: a session's results document header on its first line, then one record
+per line as each check ends, so a session that dies loses nothing already computed
+(``conformance.supervisor.complete_documents`` turns a journal without its document into one)."""
+STAGES = ("preprocess", "init", "execute", "destroy")
+_BEACON_BYTES = 64
+_TRACE_SIGNAL = signal.SIGUSR1
+
+_beacon: mmap.mmap | None = None
+_trace_file = None
+_run_dir: Path | None = None
+
+
+def run_dir() -> Path | None:
+    return _run_dir
+
+
+def arm(directory: str | os.PathLike | None = None) -> Path | None:
+    """Start leaving traces in ``directory`` (default: $CONFORMANCE_RUN_DIR); idempotent per process."""
+    global _beacon, _trace_file, _run_dir
+    directory = directory or os.environ.get(RUN_DIR_ENV)
+    if not directory:
+        return None
+    path = Path(directory)
+    if _run_dir == path and _trace_file is not None:
+        return path
+    path.mkdir(parents=True, exist_ok=True)
+    pid = os.getpid()
+    with open(path / f"{pid}.stage", "wb") as f:
+        f.write(b"\0" * _BEACON_BYTES)
+    with open(path / f"{pid}.stage", "r+b") as f:
+        _beacon = mmap.mmap(f.fileno(), _BEACON_BYTES)
+    _trace_file = open(path / f"{pid}.trace", "w")  # noqa: SIM115 - faulthandler needs it open for the process's life
+    faulthandler.enable(file=_trace_file, all_threads=True)
+    faulthandler.register(_TRACE_SIGNAL, file=_trace_file, all_threads=True, chain=False)
+    try:  # a fatal signal must not write gigabytes of core dump
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ImportError, ValueError, OSError):  # pragma: no cover - not Linux
+        pass
+    _run_dir = path
+    return path
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when the process that started it dies (a killed CLI
+    must not leave sessions running its backend). Call it in the child."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        pass
+
+
+def stage(name: str) -> None:
+    """Record the contract call this process is about to make (a no-op when not armed)."""
+    if _beacon is not None:
+        data = name.encode()[: _BEACON_BYTES - 1]
+        _beacon[: len(data) + 1] = data + b"\0"
+
+
+# -- markers ---------------------------------------------------------------------------------------
+
+
+def begin(nodeid: str) -> None:
+    """This process starts running check ``nodeid``."""
+    if _run_dir is None:
+        return
+    stage("")
+    marker = _run_dir / f"{os.getpid()}.json"
+    tmp = marker.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"nodeid": nodeid, "start": time.time(), "pid": os.getpid()}))
+    os.replace(tmp, marker)
+
+
+def end() -> None:
+    if _run_dir is not None:
+        (_run_dir / f"{os.getpid()}.json").unlink(missing_ok=True)
+
+
+def running(directory: Path) -> list[dict]:
+    """The markers of ``directory``: {nodeid, start, pid} of every check being run (or died in)."""
+    found = []
+    for marker in directory.glob("*.json"):
+        try:
+            info = json.loads(marker.read_text())
+        except (OSError, ValueError):  # being replaced or just removed
+            continue
+        if isinstance(info, dict) and {"nodeid", "start", "pid"} <= info.keys():
+            found.append(info)
+    return found
+
+
+def forget(directory: Path, pid: int) -> None:
+    """Remove what process ``pid`` left (after its death has been recorded)."""
+    for suffix in (".json", ".stage", ".trace"):
+        (directory / f"{pid}{suffix}").unlink(missing_ok=True)
+
+
+# -- the watchdog's kill ----------------------------------------------------------------------------
+
+
+def kill(pid: int, *, grace: float = 1.0) -> None:
+    """SIGUSR1 (faulthandler dumps every thread's stack), then SIGKILL."""
+    try:
+        os.kill(pid, _TRACE_SIGNAL)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        try:  # stop waiting as soon as the dump has been written
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+# -- reading what a dead process left --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LastWords:
+    stage: str | None
+    """The contract call the process was in (from the beacon), if any."""
+    where: str | None
+    """The first frame outside the harness on the check's stack (file:line in function)."""
+    innermost: str | None
+    """The innermost frame of that stack."""
+    fatal: str | None
+    """faulthandler's headline ("Segmentation fault", "Aborted", ...), if a fatal signal was caught."""
+
+    def describe(self) -> str:
+        parts = []
+        if self.stage:
+            parts.append(f"during {self.stage}")
+        if self.where:
+            parts.append(f"at {self.where}")
+        if self.innermost and self.innermost != self.where:
+            parts.append(f"innermost frame {self.innermost}")
+        return ", ".join(parts)
+
+
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line (?P<line>\d+) in (?P<func>\S+)')
+_HARNESS = str(Path(__file__).resolve().parent)
+_MACHINERY = ("/_pytest/", "/pytest/", "/pluggy/", "/hypothesis/", "/xdist/", "/execnet/", "/pytest_timeout", "/pytest_benchmark/", "/runpy.py", "/threading.py")
+
+
+def _machinery(path: str) -> bool:
+    return path.startswith((_HARNESS, "<")) or any(m in path for m in _MACHINERY)
+
+
+def last_words(directory: Path, pid: int) -> LastWords:
+    stage_name = None
+    try:
+        raw = (directory / f"{pid}.stage").read_bytes().split(b"\0", 1)[0]
+        stage_name = raw.decode(errors="replace") or None
+    except OSError:
+        pass
+    try:
+        text = (directory / f"{pid}.trace").read_text(errors="replace")
+    except OSError:
+        text = ""
+    fatal = None
+    match = re.search(r"Fatal Python error: ([^\n]+)", text)
+    if match:
+        fatal = match.group(1).strip()
+    frames = _main_thread_frames(text)
+    where = innermost = None
+    if frames:
+        innermost = _frame_text(frames[0])
+        # Most recent call first: the outermost frame that is neither the harness nor the test
+        # machinery around it is where the harness called into the backend.
+        outside = [f for f in frames if not _machinery(f["file"])]
+        where = _frame_text(outside[-1]) if outside else None
+    return LastWords(stage_name, where, innermost, fatal)
+
+
+def _main_thread_frames(text: str) -> list[dict]:
+    """The frames of the thread faulthandler marks current (or, from SIGUSR1, the main thread's)
+    in its last dump, most recent call first."""
+    dumps = re.split(r"\n(?=(?:Fatal Python error|Current thread|Thread 0x))", "\n" + text)
+    blocks = [b for b in dumps if b.startswith(("Current thread", "Thread 0x"))]
+    if not blocks:
+        return []
+    current = [b for b in blocks if b.startswith("Current thread")]
+    block = current[-1] if current else blocks[-1]
+    frames = []
+    for line in block.splitlines()[1:]:
+        m = _FRAME.match(line)
+        if m:
+            frames.append(m.groupdict())
+    return frames
+
+
+def _frame_text(frame: dict) -> str:
+    path = frame["file"]
+    short = "/".join(Path(path).parts[-2:]) if path else "?"
+    return f"{short}:{frame['line']} in {frame['func']}"
+
+
+def describe_exit(status: int | None) -> tuple[str, str | None]:
+    """("was killed by SIGSEGV (signal 11)", "SIGSEGV") or ("exited with status 0", None)."""
+    if status is None:
+        return "vanished (exit status unknown)", None
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        return f"was killed by {name} (signal {-status})", name
+    return f"exited with status {status}", None

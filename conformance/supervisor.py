@@ -1,0 +1,315 @@
+"""The CLI's supervisor: every phase of a certification run ends, and every planned check ends
+with a result.
+
+pytest-xdist isolates a crash to one check and replaces the worker, and the plugin's watchdog
+kills a worker hung past the hard timeout. Where they fall short, this module takes over:
+
+- xdist stops replacing workers after ``--max-worker-restart`` crashes (default 4 per worker)
+  and ends the session with the rest of the checks unrun; a pytest session can itself die
+  (an INTERNALERROR, a killed controller). So a phase is a loop of sessions: each session's
+  plan (``plan.json``, written by the plugin at collection) and journal (``results/<tag>.journal``,
+  one record per finished check) say what is left, and the next session runs exactly that
+  (``--conformance-only``), until nothing is left, nothing moves, or the run's budget is spent.
+- A session without workers (the performance phase: timing under xdist is unreliable) has no
+  one to kill a hung check: here the supervisor's own watchdog reads the markers
+  (``conformance.supervision``) and kills the session past the hard timeout; the check it was
+  running is recorded TIMEOUT and the phase resumes after it. A session that dies mid-check
+  (a segfault, ``os._exit``) records that check CRASH with the signal or exit status and the
+  last contract call it reached.
+- A session whose process outlives its results (a backend's non-daemon thread still running)
+  is killed a few seconds after it wrote them.
+- Children die with the CLI (PR_SET_PDEATHSIG) and run in their own process group, so a killed
+  CLI or a spent budget leaves no session behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conformance import supervision, transport
+from conformance.results import Category
+
+JOURNAL_SUFFIX = supervision.JOURNAL_SUFFIX
+EXIT_GRACE_S = 10.0
+"""How long a session's process may live on after writing its results."""
+WORKER_MARGIN_S = 15.0
+"""Extra time the supervisor gives a worker's check before killing it itself: the plugin's own
+watchdog (in the xdist controller) acts first, and records the kill as the check's result."""
+MAX_ROUNDS = 50
+
+
+@dataclass
+class PhaseOutcome:
+    tag: str
+    sessions: int = 0
+    exit_statuses: list[int] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    """Checks the supervisor recorded itself (a session died or was killed in them)."""
+    not_run: list[str] = field(default_factory=list)
+    budget_spent: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+class Supervisor:
+    """Runs the phases of one backend's certification into ``results_dir``."""
+
+    def __init__(self, results_dir: Path, *, hard_timeout: float, deadline: float | None, budget_s: float | None):
+        self.results_dir = results_dir
+        self.hard_timeout = hard_timeout
+        self.deadline = deadline  # time.monotonic() by which everything must have ended
+        self.budget_s = budget_s
+
+    def budget_left(self) -> bool:
+        return self.deadline is None or time.monotonic() < self.deadline
+
+    def run_phase(self, tag: str, args: list[str], env: dict[str, str], *, in_process: bool, log: Path | None = None) -> PhaseOutcome:
+        """Sessions of ``pytest args`` until every check of the phase's plan has a result."""
+        outcome = PhaseOutcome(tag)
+        plan: dict[str, dict] = {}
+        only: list[str] | None = None
+        header_tag = tag
+        for round_ in range(MAX_ROUNDS):
+            if not self.budget_left():
+                outcome.budget_spent = True
+                break
+            session_tag = tag if round_ == 0 else f"{tag}-resume-{round_}"
+            before = self._done(tag)
+            status, run_dir, lost = self._session(session_tag, args, env, only, in_process=in_process, log=log, outcome=outcome)
+            if round_ == 0:
+                plan = _read_plan(run_dir)
+            if (self.results_dir / f"{session_tag}{JOURNAL_SUFFIX}").exists():
+                header_tag = header_tag if round_ else session_tag
+            outcome.lost += lost
+            supervision_cleanup(run_dir)
+            complete_documents(self.results_dir)
+            done = self._done(tag)
+            left = [nodeid for nodeid in plan if nodeid not in done]
+            if not left or not plan:
+                if not plan and status not in (0, 1, 5):
+                    outcome.notes.append(f"the {tag} session ended with pytest exit status {status} before it collected any check")
+                break
+            if len(done) == len(before):
+                # A session that ends without finishing a single check will not do better next time.
+                self._record(tag, header_tag, {n: plan[n] for n in left}, Category.HARNESS_ERROR,
+                             f"not run: the {tag} session ended (pytest exit status {status}) {len(left)} check(s) short, "
+                             "twice without progress; see the console output above")
+                outcome.not_run += left
+                break
+            only = left
+        else:
+            outcome.notes.append(f"gave up after {MAX_ROUNDS} sessions")
+        if outcome.budget_spent or not self.budget_left():
+            outcome.budget_spent = True
+            left = [nodeid for nodeid in plan if nodeid not in self._done(tag)]
+            if left:
+                self._record(tag, header_tag, {n: plan[n] for n in left}, Category.SKIP,
+                             f"not run: the run's time budget of {self.budget_s:.0f} s was spent (--budget)")
+                outcome.not_run += left
+        complete_documents(self.results_dir)
+        self._close_journals(tag)
+        return outcome
+
+    # -- one session -----------------------------------------------------------------------------
+
+    def _session(self, session_tag, args, env, only, *, in_process, log, outcome) -> tuple[int, Path, list[str]]:
+        run_dir = Path(tempfile.mkdtemp(prefix="conformance-run-"))
+        command = [sys.executable, "-m", "pytest", *args, "--conformance-tag", session_tag]
+        if only is not None:
+            listing = run_dir / "only.txt"
+            listing.write_text("\n".join(only) + "\n")
+            command += ["--conformance-only", str(listing)]
+        if log is not None:
+            log.parent.mkdir(parents=True, exist_ok=True)
+        out = open(log, "a") if log is not None else None  # noqa: SIM115 - closed below
+        try:
+            proc = subprocess.Popen(
+                command,
+                env={**env, supervision.RUN_DIR_ENV: str(run_dir)},
+                stdout=out,
+                stderr=subprocess.STDOUT if out is not None else None,
+                start_new_session=True,  # one process group: a spent budget kills the whole session
+                preexec_fn=supervision.die_with_parent,  # noqa: PLW1509 - the CLI is single-threaded
+            )
+            outcome.sessions += 1
+            killed: dict[str, tuple[int, float]] = {}
+            finished_at = None
+            while proc.poll() is None:
+                time.sleep(0.2)
+                now = time.time()
+                for info in supervision.running(run_dir):
+                    margin = 0.0 if info["pid"] == proc.pid else WORKER_MARGIN_S
+                    elapsed = now - info["start"]
+                    if elapsed > self.hard_timeout + margin and info["nodeid"] not in killed:
+                        killed[info["nodeid"]] = (info["pid"], elapsed)
+                        supervision.kill(info["pid"])
+                if not self.budget_left():
+                    _kill_group(proc)
+                    outcome.budget_spent = True
+                    break
+                if finished_at is None and (self.results_dir / f"{session_tag}.json").exists():
+                    finished_at = time.monotonic()
+                elif finished_at is not None and time.monotonic() - finished_at > EXIT_GRACE_S:
+                    outcome.notes.append(
+                        f"the {session_tag} session wrote its results but its process was still alive "
+                        f"{EXIT_GRACE_S:.0f} s later (threads left running?); it was killed"
+                    )
+                    _kill_group(proc)
+                    break
+            status = proc.wait()
+        finally:
+            if out is not None:
+                out.close()
+        outcome.exit_statuses.append(status)
+        lost = [] if outcome.budget_spent else self._record_lost(session_tag, run_dir, proc.pid, status, killed)
+        return status, run_dir, lost
+
+    def _record_lost(self, session_tag, run_dir, session_pid, status, killed) -> list[str]:
+        """Records for the checks the session's own process died or was killed in. A check a worker
+        was running when the session's controller died is not charged: it runs again."""
+        from conformance.plugin import lost_record
+
+        plan = _read_plan(run_dir)
+        journal = self.results_dir / f"{session_tag}{JOURNAL_SUFFIX}"
+        lost = []
+        for info in supervision.running(run_dir):
+            nodeid = info["nodeid"]
+            if info["pid"] != session_pid and nodeid not in killed:
+                continue
+            meta = dict(plan.get(nodeid) or {"clause": None, "test": nodeid})
+            if nodeid in killed:
+                record = lost_record(nodeid, meta, run_dir, info["pid"], None, killed_after=killed[nodeid][1])
+            else:
+                record = lost_record(nodeid, meta, run_dir, info["pid"], status)
+            record.update(nodeid=nodeid, duration_s=round(time.time() - info["start"], 3), phase="call")
+            if journal.exists():
+                _append(journal, record)
+                lost.append(nodeid)
+        return lost
+
+    # -- bookkeeping -------------------------------------------------------------------------------
+
+    def _journals(self, tag: str) -> list[Path]:
+        return sorted(p for p in self.results_dir.glob(f"{tag}*{JOURNAL_SUFFIX}") if _phase_of(p.name, tag))
+
+    def _done(self, tag: str) -> set[str]:
+        done: set[str] = set()
+        for journal in self._journals(tag):
+            _, records = read_journal(journal)
+            done.update(records)
+        return done
+
+    def _record(self, tag, header_tag, metas: dict[str, dict], category: Category, message: str) -> None:
+        """Records the supervisor writes itself, in a journal of their own (header from the phase's)."""
+        source = self.results_dir / f"{header_tag}{JOURNAL_SUFFIX}"
+        if not source.exists():
+            return
+        header, _ = read_journal(source)
+        target = self.results_dir / f"{tag}-supervisor{JOURNAL_SUFFIX}"
+        if not target.exists():
+            header = {**header, "run": {**header["run"], "tag": f"{tag}-supervisor"}}
+            target.write_text(transport.dumps_document(header, indent=None) + "\n", encoding="utf-8")
+        for nodeid, meta in metas.items():
+            _append(target, {**meta, "nodeid": nodeid, "category": category.value, "message": message, "duration_s": 0.0})
+        (self.results_dir / f"{tag}-supervisor.json").unlink(missing_ok=True)
+
+    def _close_journals(self, tag: str) -> None:
+        for journal in self._journals(tag):
+            if journal.with_suffix(".json").exists():
+                journal.unlink()
+
+
+def _phase_of(name: str, tag: str) -> bool:
+    stem = name.removesuffix(JOURNAL_SUFFIX)
+    return stem == tag or stem.startswith(f"{tag}-resume-") or stem == f"{tag}-supervisor"
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def _read_plan(run_dir: Path) -> dict[str, dict]:
+    try:
+        return json.loads((run_dir / "plan.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def supervision_cleanup(run_dir: Path) -> None:
+    import shutil
+
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _append(journal: Path, record: dict) -> None:
+    with open(journal, "a", encoding="utf-8") as f:
+        f.write(transport.dumps_document(record, indent=None) + "\n")
+
+
+def read_journal(path: Path) -> tuple[dict[str, Any], dict[str, dict]]:
+    """(header, nodeid -> record) of a journal; a torn last line (the writer died) is skipped.
+    A failure is not overwritten by a later phase's non-failure (a teardown after a failed call)."""
+    header: dict[str, Any] = {}
+    records: dict[str, dict] = {}
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(value, dict):
+                continue
+            if i == 0:
+                header = value
+                continue
+            nodeid = value.get("nodeid")
+            if not isinstance(nodeid, str):
+                continue
+            previous = records.get(nodeid)
+            if previous is None or not _is_failure(previous.get("category")):
+                records[nodeid] = value
+    return header, records
+
+
+def _is_failure(category: Any) -> bool:
+    try:
+        return Category(category).is_failure
+    except ValueError:
+        return False
+
+
+def complete_documents(results_dir: Path) -> list[Path]:
+    """Turn every journal without its results document into one (a session that died, or the
+    supervisor's own records), so what was computed reaches the report."""
+    from datetime import UTC, datetime
+
+    from conformance.report.model import result_entries
+
+    written = []
+    for journal in sorted(results_dir.glob(f"*{JOURNAL_SUFFIX}")):
+        document_path = journal.with_suffix(".json")
+        if document_path.exists():
+            continue
+        header, records = read_journal(journal)
+        if not header:
+            continue
+        document = dict(header)
+        document["run"] = {**header.get("run", {}), "finished": datetime.now(UTC).isoformat(timespec="seconds")}
+        document["results"] = result_entries(records.values())
+        from conformance.plugin import write_json_atomic
+
+        write_json_atomic(document_path, document)
+        written.append(document_path)
+    return written
