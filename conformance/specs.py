@@ -309,7 +309,7 @@ def _dtypes(where: str, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-EDGE_KINDS = ("values", "large", "empty", "scalar", "attr", "dim", "broadcast")
+EDGE_KINDS = ("model", "values", "large", "empty", "scalar", "attr", "dim", "broadcast")
 
 
 def _skip_edges(where: str, table: dict) -> dict[str, str]:

@@ -6,6 +6,8 @@ callable returning one) through the entry-point group ``conformance.backends``.
 
 from __future__ import annotations
 
+import re
+
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -54,6 +56,10 @@ class BlobVersionField:
     byteorder: str = "little"
 
 
+REFUSAL_KINDS = ("empty", "0-d", "rank N", "mixed dtypes", "broadcasting", "large")
+_REFUSAL_KIND = re.compile(r"empty|0-d|rank \d+|mixed dtypes|broadcasting|large")
+
+
 @dataclass(frozen=True)
 class Manifest:
     """What a backend claims.
@@ -63,6 +69,11 @@ class Manifest:
     claimed: refusing it cleanly is NOT_SUPPORTED, accepting it means it is
     checked like a claim. ``not_applicable`` maps a clause ID (or a family prefix
     such as ``"REG-"``) to the reason it cannot be observed for this backend.
+
+    ``refuses`` maps an op (or ``"*"``, every op) to the kinds of call the backend documents
+    it refuses (its op-support table): ``"empty"``, ``"0-d"``, ``"rank N"``, ``"mixed dtypes"``,
+    ``"broadcasting"``, ``"large"`` (``Call.features``). A claimed op's refusal of such a call is
+    clean; any other refusal of a claimed op fails its check.
     """
 
     ops: Mapping[str, tuple[str, ...] | str] = field(default_factory=dict)
@@ -70,6 +81,7 @@ class Manifest:
     tolerances: tuple[ToleranceLoosening, ...] = ()
     not_applicable: Mapping[str, str] = field(default_factory=dict)
     blob_version: BlobVersionField | None = None
+    refuses: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self):
         ops = {}
@@ -86,6 +98,12 @@ class Manifest:
         object.__setattr__(self, "not_applicable", MappingProxyType(dict(self.not_applicable)))
         object.__setattr__(self, "tolerances", tuple(self.tolerances))
         object.__setattr__(self, "compile_specs", tuple(self.compile_specs))
+        refuses = {op: tuple(kinds) for op, kinds in dict(self.refuses).items()}
+        for op, kinds in refuses.items():
+            unknown = [k for k in kinds if not _REFUSAL_KIND.fullmatch(k)]
+            if unknown:
+                raise ValueError(f"manifest: refuses[{op!r}] has unknown kind(s) {unknown}; known: {', '.join(REFUSAL_KINDS)}")
+        object.__setattr__(self, "refuses", MappingProxyType(refuses))
 
     def claims(self, op: str, dtype: str) -> bool:
         dtypes = self.ops.get(op)
@@ -99,6 +117,14 @@ class Manifest:
                 return reason
         return None
 
+    def declared_refusal(self, op: str, features: list[str]) -> str | None:
+        """The documented refusal (of ``refuses``) that covers a call with ``features``, if any."""
+        declared = set(self.refuses.get(op, ())) | set(self.refuses.get("*", ()))
+        for feature in features:
+            if feature in declared:
+                return feature
+        return None
+
     def loosening(self, op: str, dtype: str) -> ToleranceLoosening | None:
         for item in self.tolerances:
             if item.applies(op, dtype):
@@ -107,7 +133,7 @@ class Manifest:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "manifest") -> Manifest:
-        known = {"ops", "compile_specs", "tolerances", "not_applicable", "blob_version"}
+        known = {"ops", "compile_specs", "tolerances", "not_applicable", "blob_version", "refuses"}
         extra = set(data) - known
         if extra:
             raise ValueError(f"{source}: unknown key(s) {sorted(extra)}; expected {sorted(known)}")
@@ -125,6 +151,7 @@ class Manifest:
             tolerances=tolerances,
             not_applicable=data.get("not_applicable", {}),
             blob_version=version,
+            refuses=data.get("refuses", {}),
         )
 
     @classmethod

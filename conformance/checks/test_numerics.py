@@ -10,10 +10,15 @@ ORACLE_DISAGREEMENT, the harness's problem), run the backend on the program thro
 driver, compare with the oracle. The result counts the edge cases applied by kind, those
 that do not apply to the op, and the layouts checked.
 
-Claims: an op x dtype the manifest claims must pass; one it does not claim and
-refuses cleanly is NOT_SUPPORTED; one it does not claim but accepts is checked
-like a claim. The shrunk failing example is saved (call, inputs, expected,
-actual, blob) with a command that replays it.
+Claims and refusals: a refusal is only a ``BackendError(NotSupported)`` from preprocess (any
+other exception is PREPROCESS_FAIL, claimed op or not). A check never stops at a refusal: it
+keeps drawing, compares every draw the backend accepts, and summarizes what it refused by kind
+(``Call.features``: empty, 0-d, rank N, mixed dtypes, broadcasting, large). An op the manifest
+claims may refuse only the kinds its ``refuses`` declares; any other refusal fails the check.
+An op it does not claim is NOT_SUPPORTED when it refuses every draw (the real-world shapes, which
+come first, and the edge values: then the check stops early); otherwise its accepted draws are
+compared like a claim's. The shrunk failing example is saved (call, inputs, expected, actual,
+blob) with a command that replays it.
 """
 
 from __future__ import annotations
@@ -73,7 +78,10 @@ class _Case:
         self.driver = Driver(backend)
         self.worst: dict = {}
         self.compared = 0
-        self.refused: list[str] = []  # a claimed op's refusals, by drawn example
+        self.refused: list[str] = []  # refusals outside the manifest's declared ones, by drawn example
+        self.refusals: dict[str, int] = {}  # every refusal, by kind of call (Call.features)
+        self.declared = 0  # refusals the manifest documents
+        self.taken: dict[str, int] = {}  # accepted draws, by kind
         self.meta_disagreements: list[str] = []  # examples whose program PyTorch itself shapes unlike eager
 
     def run(self, call, *, label: str = "", layout: str = "contiguous", expected=None, program=None):
@@ -95,19 +103,16 @@ class _Case:
         try:
             ran = self.driver.run(program.exported, program.inputs, expected, layout=layout)
         except CheckFailure as exc:
-            if exc.category is Category.NOT_SUPPORTED and not self.claimed:
-                self.result.not_supported(f"{self.op} {self.dtype}: {exc.message}")
             if exc.category is Category.NOT_SUPPORTED:
-                # A claimed op refused on this draw (e.g. a documented shape restriction): count it,
-                # keep the first for replay, and go on, so the check still measures the numerics of
-                # the examples the backend takes. The refusal fails the check at the end.
-                if not self.refused:
-                    _save(self.replay_dir, call, program.inputs, expected, None, None, exc.message)
-                self.refused.append(f"{where}{exc.message}")
+                # Refused on this draw: count it by kind and go on, so the check still compares
+                # every example the backend takes. A claimed op's undeclared refusal fails it at the end.
+                self._refusal(call, where, exc.message, program, expected)
                 return None
             _save(self.replay_dir, call, program.inputs, expected, None, None, exc.message)
             raise CheckFailure(exc.category, f"{where}{call.describe()}: {exc.message}", stats=exc.stats, stage=exc.stage) from exc
         self.compared += 1
+        for feature in call.features():
+            self.taken[feature] = self.taken.get(feature, 0) + 1
         for i, (a, e) in enumerate(zip(ran.outputs, expected)):
             tol = oracle.tolerance_for(self.spec, oracle.dtype_name(e.dtype), self.backend.manifest, self.op)
             cmp = oracle.compare(np.asarray(a), e, tol)
@@ -121,6 +126,40 @@ class _Case:
                     self.worst["tolerance_source"] = tol.source
                     self.worst["tolerance_reason"] = tol.reason
         return expected, program
+
+    def _refusal(self, call, where: str, message: str, program, expected) -> None:
+        features = call.features()
+        for feature in features or ["other"]:
+            self.refusals[feature] = self.refusals.get(feature, 0) + 1
+        if self.backend.manifest.declared_refusal(self.op, features):
+            self.declared += 1
+            return
+        if not self.refused:
+            _save(self.replay_dir, call, program.inputs, expected, None, None, message)
+        self.refused.append(f"{where}{message}")
+
+    def refusal_summary(self) -> str:
+        """"refused 15 of 37 draws: always 0-d (13 of 13), empty (4 of 4); sometimes broadcasting
+        (10 of 21)": the kinds it never took first (what it refuses), then the rest."""
+        if not self.refusals:
+            return "refused nothing"
+        total = self.declared + len(self.refused)
+        def kinds(always: bool) -> str:
+            chosen = [(k, n) for k, n in self.refusals.items() if (self.taken.get(k, 0) == 0) == always]
+            chosen.sort(key=lambda kv: (-kv[1], kv[0]))
+            return ", ".join(f"{k} ({n} of {n + self.taken.get(k, 0)})" for k, n in chosen)
+        parts = [f"always {kinds(True)}" if kinds(True) else "", f"sometimes {kinds(False)}" if kinds(False) else ""]
+        return f"refused {total} of {total + self.compared} draws: " + "; ".join(p for p in parts if p)
+
+    def not_supported_if_nothing_taken(self) -> None:
+        """An unclaimed op that has refused every draw so far (and at least three) is not supported."""
+        if not self.claimed and not self.compared and (self.declared + len(self.refused)) >= 3:
+            self.result.stats(refused=self.declared + len(self.refused), refusals=self.refusals, refusal_summary=self.refusal_summary(), compared=0)
+            self.result.not_supported(f"{self.op} {self.dtype}: {self.refusal_summary()}; first: {self.first_refusal}")
+
+    @property
+    def first_refusal(self) -> str:
+        return self.refused[0] if self.refused else "(declared in the manifest)"
 
     def _expected(self, call, where: str) -> list[np.ndarray] | None:
         try:
@@ -222,6 +261,7 @@ def test_NUM_001_matches_reference(backend, result, op, dtype, specs, request):
             if done is not None:
                 directed_counts[directive.kind] = directed_counts.get(directive.kind, 0) + 1
                 applied.append((directive.label, call, done))
+        case.not_supported_if_nothing_taken()
     # 2. Input layouts: strided, offset and channels-last views of the same values (and the same program:
     # what a backend did to its copy of the program shows in PRE-003, not here).
     layouts: list[str] = []
@@ -233,7 +273,7 @@ def test_NUM_001_matches_reference(backend, result, op, dtype, specs, request):
             _fail(result, case, exc)
 
     # 3. Hypothesis draws.
-    drawn = {"count": 0}
+    drawn = {"count": 0, "refused": 0}
 
     @seed(_seed(op, dtype, current.max_examples.__str__()))
     @settings(
@@ -247,9 +287,10 @@ def test_NUM_001_matches_reference(backend, result, op, dtype, specs, request):
     @given(data=st.data())
     def example(data):
         call = data.draw(strategy, label="call")
+        if drawn["refused"] > limit:
+            reject()  # enough refused draws: what is left of the budget is not worth a preprocess each
         if case.run(call) is None:
-            if case.refused and len(case.refused) > limit + len(applied):
-                raise CheckFailure(Category.PREPROCESS_FAIL, f"claimed in the manifest but refused: {case.refused[-1]}", stage="preprocess")
+            drawn["refused"] += 1
             reject()
         drawn["count"] += 1
 
@@ -257,17 +298,21 @@ def test_NUM_001_matches_reference(backend, result, op, dtype, specs, request):
         try:
             example()
         except Unsatisfiable:
-            if not case.refused and not case.compared:
+            if not case.refusals and not case.compared:
                 raise
-        if case.refused:
+        if case.refused and claimed:
             raise CheckFailure(
                 Category.PREPROCESS_FAIL,
-                f"claimed in the manifest but refused {len(case.refused)} example(s) "
+                f"claimed in the manifest but refused {len(case.refused)} example(s) its manifest does not declare "
                 f"({f'the {case.compared} it took match the reference' if case.compared else 'it took none'}); "
-                f"first: {case.refused[0]}",
+                f"{case.refusal_summary()}; first: {case.refused[0]}",
                 stage="preprocess",
-                stats={"refused": len(case.refused), "examples": case.compared, **case.worst},
+                stats={"refused": len(case.refused) + case.declared, "refusals": case.refusals, "compared": case.compared, **case.worst},
             )
+        case.not_supported_if_nothing_taken()
+        if not case.compared and not claimed:
+            result.stats(refused=case.declared + len(case.refused), refusals=case.refusals, refusal_summary=case.refusal_summary(), compared=0)
+            result.not_supported(f"{op} {dtype}: {case.refusal_summary()}; first: {case.first_refusal}")
     except CheckFailure as exc:
         _fail(result, case, exc)
     if case.meta_disagreements:
@@ -278,6 +323,9 @@ def test_NUM_001_matches_reference(backend, result, op, dtype, specs, request):
         edge_cases_not_applicable=not_applied,
         layouts=layouts,
         compared=case.compared,
+        refused=case.declared + len(case.refused),
+        refusals=case.refusals,
+        **({"refusal_summary": case.refusal_summary()} if case.refusals else {}),
         **case.worst,
     )
 

@@ -104,6 +104,17 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
             ),
             "",
         ]
+    domain = supported_domain(report)
+    if domain:
+        lines += [
+            "## Supported domain: what the backend refused",
+            "",
+            "Every op x dtype check keeps drawing after a refusal and compares every draw the backend takes; "
+            "these refused some (kinds it never took are listed as always refused).",
+            "",
+            tabulate(domain, headers=["op", "dtype", "result", "compared", "refused", "by kind"], tablefmt="github"),
+            "",
+        ]
     matrix = op_dtype_matrix(report)
     if matrix:
         dtypes = sorted({d for row in matrix.values() for d in row})
@@ -159,6 +170,17 @@ def numerics_depth(report: Mapping[str, Any]) -> dict[str, Any]:
             for kind, n in (stats.get(field) or {}).items():
                 out[key][kind] = out[key].get(kind, 0) + int(n)
     return out
+
+
+def supported_domain(report: Mapping[str, Any]) -> list[tuple]:
+    """(op, dtype, category, compared, refused, summary) of every NUM check that refused a draw."""
+    rows = []
+    for r in report["results"]:
+        stats = r.get("stats") or {}
+        if (r.get("clause") or "").startswith("NUM-") and int(stats.get("refused") or 0) > 0:
+            summary = str(stats.get("refusal_summary", "")).partition(": ")[2]
+            rows.append((_cell(r.get("op", "")), r.get("dtype", ""), r["category"], int(stats.get("compared") or 0), int(stats["refused"]), _cell(summary)))
+    return sorted(rows)
 
 
 def op_dtype_matrix(report: Mapping[str, Any]) -> dict[str, dict[str, str]]:

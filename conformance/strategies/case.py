@@ -87,6 +87,27 @@ class Call:
     def inputs(self) -> list[Tensor]:
         return [t for t in self.tensors() if t.role == "input"]
 
+    def features(self) -> list[str]:
+        """What a backend may refuse about this call, in the words of ``Manifest.refuses``:
+        "empty", "0-d", "rank N" (its highest input rank), "mixed dtypes", "broadcasting",
+        "large" (an input of 65,536 elements or more)."""
+        tensors = self.tensors()
+        out = []
+        if any(t.value.size == 0 for t in tensors):
+            out.append("empty")
+        if any(t.value.ndim == 0 for t in tensors):
+            out.append("0-d")
+        if tensors:
+            out.append(f"rank {max(t.value.ndim for t in tensors)}")
+        if len({t.value.dtype.name for t in tensors}) > 1:
+            out.append("mixed dtypes")
+        inputs = [t for t in tensors if t.role == "input"]
+        if len({t.value.shape for t in inputs}) > 1:
+            out.append("broadcasting")
+        if any(t.value.size >= 65_536 for t in tensors):
+            out.append("large")
+        return out
+
     def numpy_args(self) -> tuple[tuple, dict]:
         from conformance.api.scalar_type import numpy_dtype
 

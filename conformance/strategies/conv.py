@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from conformance.api.scalar_type import is_integral
 
-from . import Call, Tensor, attr, param, signature
+from . import Call, Tensor, attr, directed, param, signature
 from .values import arrays
 
 
@@ -40,7 +40,11 @@ def convolution(draw, spec, dtype, op):
     rounds depends on the BLAS summation order, which no reference can match;
     a sum of two products is the same in any order.
     """
-    dims = draw(st.sampled_from(param(spec, "dims", [1, 2, 3])))
+    real = directed.model()
+    allowed_dims = param(spec, "dims", [1, 2, 3])
+    if real is not None:
+        return _model_convolution(draw, spec, dtype, op, real, allowed_dims)
+    dims = draw(st.sampled_from(allowed_dims))
     narrow_int = is_integral(dtype) and dtype != "int64"
     transposed = draw(st.sampled_from(param(spec, "transposed", [False, True])))
     if narrow_int:
@@ -94,3 +98,21 @@ def convolution(draw, spec, dtype, op):
     weight = Tensor(draw(arrays(dtype, w_shape, spec.domain)), "parameter")
     bias = Tensor(draw(arrays(dtype, (out_channels,), spec.domain)), "parameter") if draw(st.booleans()) else None
     return Call(op, (x, weight, bias, stride, padding, dilation, transposed, output_padding, groups))
+
+
+def _model_convolution(draw, spec, dtype, op, real, allowed_dims):
+    """A model's convolution: a 3x3 (or 3-wide) kernel, 16 -> 32 channels, stride 1, padding 1,
+    over 14x14 images (rank 4) or sequences of 64 (rank 3), with a bias; None where the spec
+    allows no such convolution."""
+    from hypothesis import reject
+
+    dims = 2 if real["rank"] == 4 else 1
+    if dims not in allowed_dims:
+        reject()
+    k, c_in, c_out = real["kernel"], real["channels"], real["out_channels"]
+    side = real["side"] if dims == 2 else real["hidden"]
+    pad = 1 if 1 in spec.attrs.get("padding", (1,)) else 0
+    x = Tensor(draw(arrays(dtype, (real["batch"], c_in, *([side] * dims)), spec.domain)))
+    weight = Tensor(draw(arrays(dtype, (c_out, c_in, *([k] * dims)), spec.domain)), "parameter")
+    bias = Tensor(draw(arrays(dtype, (c_out,), spec.domain)), "parameter")
+    return Call(op, (x, weight, bias, [1] * dims, [pad] * dims, [1] * dims, False, [0] * dims, 1))

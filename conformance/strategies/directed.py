@@ -17,7 +17,10 @@ deterministic draw:
 - ``attr``: every allowed value of every attribute of the spec;
 - ``dim``: every dim of every rank (the last spelled -1), on a non-empty input;
 - ``broadcast``: every broadcast pattern of each operand (missing, size-1 leading and
-  trailing dims, a 0-d operand, the outer product), on non-empty inputs.
+  trailing dims, a 0-d operand, the outer product), on non-empty inputs;
+- ``model``: the shapes real models feed the op (NCHW activations with real channel counts;
+  batch x sequence x hidden for linear layers and attention), so each op is compared on inputs
+  a backend built for models accepts even when it refuses the edge shapes.
 
 The strategy helpers (``values.arrays``, ``values.scalars``, ``shapes.shapes``,
 ``shapes.broadcast_shapes``, ``shapes.dim_index``, ``attr``) obey the directive in force
@@ -48,6 +51,10 @@ RANK_SIDES = (3, 4, 5, 2, 3, 2)
 """Sides of the non-empty inputs of ``dim`` directives: distinct neighbours, so a kernel that mixes up
 two dims changes the result's shape or values."""
 MAX_DIRECTED_RANK = 4
+MODEL_SHAPES = {4: (2, 16, 14, 14), 3: (2, 16, 64), 2: (16, 64), 1: (64,)}
+"""Real-world activations: NCHW with 16 channels (rank 4), batch x sequence x hidden (rank 3)."""
+MODEL_SIZES = {"batch": 2, "channels": 16, "out_channels": 32, "side": 14, "seq": 16, "hidden": 64, "out_features": 32, "kernel": 3}
+"""The sizes the hand-drawn signatures (convolution, matmul, pooling) take under a ``model`` directive."""
 
 
 @dataclass(frozen=True)
@@ -55,12 +62,12 @@ class Directive:
     """One deterministic case of a NUM check."""
 
     kind: str
-    """values, large, empty, scalar, attr, dim, broadcast: the report counts cases by kind."""
+    """values, large, empty, scalar, attr, dim, broadcast, model: the report counts cases by kind."""
     label: str
     values: str | None = None
     """edges (the domain's edge values) or spread (the whole domain), for data operands."""
     shape: str | None = None
-    """edges, large, empty, scalar or rank: what shapes() and broadcast_shapes() return."""
+    """edges, large, empty, scalar, rank or model: what shapes() and broadcast_shapes() return."""
     rank: int | None = None
     attrs: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     dim: int | None = None
@@ -101,6 +108,23 @@ _ACTIVE: contextvars.ContextVar[_Active | None] = contextvars.ContextVar("confor
 def active() -> _Active | None:
     """The directive in force for the current draw, if any (the strategy helpers call this)."""
     return _ACTIVE.get()
+
+
+def model(rank_hint: int | None = None) -> dict[str, Any] | None:
+    """MODEL_SIZES plus the directive's rank (4: images, 3: sequences) when a ``model`` directive is
+    in force (and marks the shape consumed); None otherwise. For signatures that draw their own
+    shapes."""
+    current = _ACTIVE.get()
+    if current is None or current.directive.shape != "model":
+        return None
+    current.consumed.add("shape")
+    return {**MODEL_SIZES, "rank": current.directive.rank or rank_hint}
+
+
+def in_model() -> bool:
+    """Whether a ``model`` directive is in force: operands then share the op's dtype, as a model's do."""
+    current = _ACTIVE.get()
+    return current is not None and current.directive.shape == "model"
 
 
 def consume(part: str) -> None:
@@ -170,6 +194,9 @@ def plan(spec, dtype: str) -> list[list[Directive]]:
     attribute takes none of the ``dim`` directives), so trying costs one draw, not twenty.
     """
     groups = [
+        # Real-world shapes first: a backend built for models takes these even when it refuses
+        # edge shapes, and an op it refuses on these too is not supported at all.
+        [Directive("model", f"real-world shape {MODEL_SHAPES[rank]}", values="typical", shape="model", rank=rank) for rank in (4, 3)],
         [Directive("values", "edge values", values="edges", shape="edges")],
         [Directive("values", "edge values, special scalar operand", values="edges", shape="edges", round=1)],
         [Directive("large", f"large input (>= {LARGE_ELEMENTS} elements, whole domain)", values="spread", shape="large")],

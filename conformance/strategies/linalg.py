@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from conformance.api.scalar_type import is_floating
 
-from . import Call, Tensor, attr, param, signature
+from . import Call, Tensor, attr, directed, param, signature
 from .values import arrays
 
 LAYOUTS = ("mm", "bmm", "addmm", "baddbmm", "linear", "dot")
@@ -33,8 +33,12 @@ def matmul(draw, spec, dtype, op):
     if layout not in LAYOUTS:
         raise ValueError(f"{spec.source}: params.layout must be one of {LAYOUTS}, got {layout!r}")
     side = st.integers(0, param(spec, "max_side", 6))
-    m, n, b = draw(side), draw(side), draw(st.integers(0, 3))
-    k = draw(st.integers(0, param(spec, "max_k", 8)))
+    real = directed.model()
+    if real is not None:  # a linear layer of a model: (batch x) sequence x hidden -> out features
+        m, n, b, k = real["seq"], real["out_features"], real["batch"], real["hidden"]
+    else:
+        m, n, b = draw(side), draw(side), draw(st.integers(0, 3))
+        k = draw(st.integers(0, param(spec, "max_k", 8)))
 
     def tensor(shape, role="input"):
         return Tensor(draw(arrays(dtype, tuple(shape), spec.domain)), role)
@@ -46,7 +50,7 @@ def matmul(draw, spec, dtype, op):
     if layout == "dot":
         return Call(op, (tensor((k,)), tensor((k,))))
     if layout == "linear":
-        batch = draw(st.lists(side, min_size=0, max_size=2))
+        batch = [b, m] if real is not None and real["rank"] == 3 else [m] if real is not None else draw(st.lists(side, min_size=0, max_size=2))
         weight = tensor((n, k), "parameter")
         bias = tensor((n,), "parameter") if draw(st.booleans()) else None
         return Call(op, (tensor((*batch, k)), weight, bias))

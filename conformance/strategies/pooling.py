@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from conformance.api.scalar_type import is_integral
 
-from . import Call, Tensor, attr, param, signature
+from . import Call, Tensor, attr, directed, param, signature
 from .values import arrays
 
 _MAX_SIDE = {1: 10, 2: 10, 3: 6}
@@ -19,8 +19,11 @@ def _domain(spec, dtype: str) -> str:
     return spec.domain
 
 
-def _input(draw, spec, dtype: str, spatial: list[int]) -> Tensor:
-    """(N, C, *spatial), or unbatched (C, *spatial) a quarter of the time; N, C <= 3."""
+def _input(draw, spec, dtype: str, spatial: list[int], real: dict | None = None) -> Tensor:
+    """(N, C, *spatial), or unbatched (C, *spatial) a quarter of the time; N, C <= 3. A model's:
+    (2, 16, *spatial)."""
+    if real is not None:
+        return Tensor(draw(arrays(dtype, (real["batch"], real["channels"], *spatial), _domain(spec, dtype))))
     channels = draw(st.integers(1, 3))
     lead = [channels] if draw(st.integers(0, 3)) == 0 else [draw(st.integers(1, 3)), channels]
     return Tensor(draw(arrays(dtype, tuple(lead + spatial), _domain(spec, dtype))))
@@ -64,18 +67,29 @@ def pool(draw, spec, dtype, op):
     if kind not in ("max", "avg"):
         raise ValueError(f"{spec.source}: params.kind must be 'max' or 'avg', got {kind!r}")
     max_side = _MAX_SIDE[dims]
+    real = directed.model()
+    if real is not None:
+        if dims != (2 if real["rank"] == 4 else 1):
+            from hypothesis import reject
+
+            reject()  # images for 2-d pooling, sequences for 1-d; no model shape for 3-d
+        max_side = real["side"] if dims == 2 else real["hidden"]
     empty_stride = () in spec.attrs.get("stride", ()) and draw(st.integers(0, 3)) == 0
     ceil_mode = attr(draw, spec, "ceil_mode", False)
     kernel, stride, padding, dilation, spatial = [], [], [], [], []
     for _ in range(dims):
         k = attr(draw, spec, "kernel_size", keep=lambda v: v <= max_side)
+        if real is not None and 2 in spec.attrs.get("kernel_size", ()):
+            k = 2  # a model's downsampling: 2x2 windows, stride 2
         d = attr(draw, spec, "dilation", 1, keep=lambda v, k=k: (k - 1) * v + 1 <= max_side) if kind == "max" else 1
         effective = (k - 1) * d + 1
         # Eager's shape checks: pad <= kernel / 2 (undilated), and <= effective kernel / 2.
         p = attr(draw, spec, "padding", 0, keep=lambda v, k=k: v <= k // 2)
         s = k if empty_stride else attr(draw, spec, "stride", 1, keep=lambda v: v != ())
+        if real is not None and k in spec.attrs.get("stride", ()):
+            s = k
         low = max(1, effective - 2 * p, k if (kind == "avg" and dims == 3) else 1)
-        n = draw(st.integers(low, max(low, max_side)))
+        n = max(low, max_side) if real is not None else draw(st.integers(low, max(low, max_side)))
         out = _output_size(n, k, p, s, d, ceil_mode)
         if kind == "max" and _has_empty_window(n, k, p, s, d, out):
             p, n = 0, max(n, effective)
@@ -84,7 +98,7 @@ def pool(draw, spec, dtype, op):
         padding.append(p)
         dilation.append(d)
         spatial.append(n)
-    x = _input(draw, spec, dtype, spatial)
+    x = _input(draw, spec, dtype, spatial, real)
     stride_arg = [] if empty_stride else stride
     if kind == "max":
         return Call(op, (x, kernel, stride_arg, padding, dilation, ceil_mode))

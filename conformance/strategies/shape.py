@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from conformance.api.scalar_type import is_integral
 
-from . import Call, Tensor, attr, param, signature
+from . import Call, Tensor, attr, directed, param, signature
 from .shapes import nonneg_dim, shapes, spell_dim
 from .values import arrays, elements
 
@@ -145,7 +145,7 @@ def unsqueeze(draw, spec, dtype, op):
 
 
 def _other_dtype(draw, spec, dtype: str) -> str:
-    if param(spec, "mixed_dtypes", True) and draw(st.integers(0, 3)) == 0:
+    if param(spec, "mixed_dtypes", True) and not directed.in_model() and draw(st.integers(0, 3)) == 0:
         return draw(st.sampled_from(spec.dtypes))
     return dtype
 
@@ -158,6 +158,10 @@ def cat(draw, spec, dtype, op):
     dtypes (the result promotes); ``legacy_empty`` (default true) sometimes adds a 1-d
     empty tensor, which ATen skips whatever the other ranks are.
     """
+    real = directed.model()
+    if real is not None:  # a model's concatenation: two activations along the channels
+        shape = list(directed.MODEL_SHAPES[real["rank"]])
+        return Call(op, ([tensor(draw, spec, dtype, shape) for _ in range(2)], 1))
     shape = list(_shape(draw, spec, min_rank=1))
     dim = draw(nonneg_dim(len(shape)))
     count = draw(st.integers(1, 4))

@@ -44,6 +44,11 @@ def _directed_shape(min_rank: int, max_rank: int, min_side: int) -> tuple[int, .
         shape = ()
     elif d.shape == "rank" and d.rank is not None and min_rank <= d.rank <= max_rank:
         shape = tuple(max(s, min_side) for s in directed.RANK_SIDES[: d.rank])
+    elif d.shape == "model" and d.rank is not None and max_rank >= 1:
+        rank = min(max(d.rank, min_rank, 1), max_rank)
+        shape = directed.MODEL_SHAPES[rank] if rank in directed.MODEL_SHAPES else None
+        if shape is not None and (min(shape) < min_side or (rank != d.rank and d.rank == 3)):
+            shape = None  # the sequence shape on a rank-limited op would repeat the image one
     if shape is not None:
         state.consumed.add("shape")
     return shape
@@ -110,6 +115,9 @@ def _directed_broadcast(n: int, min_rank: int, max_rank: int) -> tuple | None:
         out = ((),) * n
     elif d.shape == "rank" and d.rank is not None:
         out = (tuple(directed.RANK_SIDES[: d.rank]),) * n
+    elif d.shape == "model" and d.rank in directed.MODEL_SHAPES:
+        full = directed.MODEL_SHAPES[d.rank]
+        out = (full,) * n
     if out is None:
         return None
     if any(len(s) > max_rank for s in out) or max(len(s) for s in out) < min_rank:

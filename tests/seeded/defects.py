@@ -954,3 +954,78 @@ def _sum_keepdim_ignored(self, dim, keepdim=False, *, dtype=None):
 
 
 defect("keepdim_ignored", ["NUM-001"], runtime=_with("aten.sum.dim_IntList", _sum_keepdim_ignored))
+
+
+# -- NUM: what a refusal hides (issue 11: a check keeps drawing after a refusal) -----------------
+
+
+def _program_input_shapes(edge_program) -> list[tuple[int, ...]]:
+    return [tuple(int(d) for d in n.meta["val"].shape) for n in edge_program.graph.nodes if n.op == "placeholder" and "val" in n.meta]
+
+
+def _refusing(op: str, refuse, crash=None):
+    """A preprocess that refuses (BackendError NotSupported) programs of ``op`` whose input shapes
+    ``refuse`` picks, and raises a plain exception (a crashing compiler pass) on those ``crash`` picks."""
+
+    class Refusing(BackendDetails):
+        @staticmethod
+        def preprocess(edge_program, compile_specs):
+            from conformance.api.ops import op_name
+
+            if any(n.op == "call_function" and op_name(n.target) == op for n in edge_program.graph.nodes):
+                shapes = _program_input_shapes(edge_program)
+                if refuse(shapes):
+                    raise BackendError(Error.NotSupported, f"{op}: this backend refuses inputs shaped {shapes}")
+                if crash is not None and crash(shapes):
+                    raise RuntimeError(f"internal error in LayoutPass on {shapes}")
+            return lower(edge_program, compile_specs)
+
+    return Refusing
+
+
+def _without_claim(op: str, **fields):
+    import dataclasses
+
+    ops = {k: v for k, v in _REFERENCE.manifest.ops.items() if k != op}
+    return dataclasses.replace(_REFERENCE.manifest, ops=ops, **fields)
+
+
+def _claim_with_refusals(op: str, kinds: tuple[str, ...]):
+    import dataclasses
+
+    return dataclasses.replace(_REFERENCE.manifest, refuses={op: kinds})
+
+
+def _empty_or_0d(shapes) -> bool:
+    return any(len(s) == 0 or 0 in s for s in shapes)
+
+
+defect(
+    "unclaimed_op_refuses_empty_and_is_wrong_elsewhere",
+    ["NUM-001"],
+    details=_refusing("aten.sum.dim_IntList", _empty_or_0d),
+    runtime=_with("aten.sum.dim_IntList", _sum_keepdim_ignored),
+    manifest=_without_claim("aten.sum.dim_IntList"),
+)
+"""Not claimed; refuses empty and 0-d inputs (as XNNPACK does); ignores keepdim=True, which only the
+attribute cases (after the empty one) meet. A check that stopped at the first refusal called it
+NOT_SUPPORTED."""
+
+defect(
+    "unclaimed_op_lowering_crashes_on_rank_1",
+    ["NUM-001"],
+    categories=["PREPROCESS_FAIL"],
+    details=_refusing("aten.maximum.default", _empty_or_0d, crash=lambda shapes: any(len(s) == 1 for s in shapes)),
+    manifest=_without_claim("aten.maximum.default"),
+)
+"""Not claimed; refuses empty and 0-d inputs cleanly, but its lowering crashes (a plain exception,
+not a refusal) on 1-d inputs, as ExecuTorch's XNNPACK lowering of prelu does on 1-3-d inputs."""
+
+defect(
+    "claimed_op_refuses_more_than_it_declares",
+    ["NUM-001"],
+    categories=["PREPROCESS_FAIL"],
+    details=_refusing("aten.add.Tensor", _empty_or_0d),
+    manifest=_claim_with_refusals("aten.add.Tensor", ("empty",)),
+)
+"""Claims add and declares it refuses empty tensors; it also refuses 0-d ones: only that fails."""
