@@ -132,7 +132,9 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
     if shard:
         common += ["--conformance-shard", ns.shard]
     started = time.perf_counter()
-    hard = 2 * ns.timeout + 10
+    hard = ns.hard_timeout or 2 * ns.timeout + 10
+    if hard <= ns.timeout:
+        raise UsageError(f"--hard-timeout ({hard:g} s) must exceed --timeout ({ns.timeout:g} s): the watchdog kills what the timeout could not stop")
     supervisor = Supervisor(
         results_dir,
         hard_timeout=hard,
@@ -458,6 +460,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--hypothesis-profile", default=os.environ.get("HYPOTHESIS_PROFILE", "ci"), choices=["ci", "dev", "thorough"])
     c.add_argument("--workers", default="auto", help="pytest-xdist workers (default auto; 0 runs in-process, no crash isolation)")
     c.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per check before TIMEOUT")
+    c.add_argument("--hard-timeout", type=float, default=None, help="seconds after which a check's process is killed (default 2 x --timeout + 10)")
     c.add_argument("--skip-perf", action="store_true", help="skip the performance session")
     c.add_argument("--budget", type=float, default=DEFAULT_BUDGET, help=f"seconds the whole run may take; checks left then are recorded not run (default {DEFAULT_BUDGET})")
     c.add_argument("--shard", default=None, metavar="I/N", help="run shard I of N; merge shards with `merge`")

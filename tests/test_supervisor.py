@@ -59,7 +59,7 @@ def _by_id(report: dict) -> dict[str, dict]:
 
 def test_crashes_and_hangs_in_workers_and_in_the_timed_session_cost_one_result_each(tmp_path, reference_ids):
     out = tmp_path / "out"
-    done = _certify(out, f"{MISBEHAVING}:misbehaves", "--timeout", "3", "-k", SELECTION)
+    done = _certify(out, f"{MISBEHAVING}:misbehaves", "--timeout", "15", "--hard-timeout", "20", "-k", SELECTION)
     log = done.stdout + done.stderr
     assert done.returncode == 1, log[-4000:]  # not certified, and nothing else
     assert "INTERNALERROR" not in log and "Traceback" not in done.stderr, log[-4000:]
