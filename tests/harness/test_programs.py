@@ -5,6 +5,10 @@ because torch.export costs 10x more per program. This proves the shortcut honest
 for calls of every specified op, the built program and the exported one have the
 same placeholders (kinds, dtypes, shapes), the same operator nodes, the same
 outputs, lower to byte-identical reference blobs, and compute the same values.
+
+Batches (``batch_program``: several calls of one op in one program) are proved the
+same way against their calls built alone: each subgraph is the single program's
+graph, and the reference backend's outputs are bit-identical call for call.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import re
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch.export.graph_signature import InputKind
@@ -22,7 +27,9 @@ from conformance.api import BackendError
 from conformance.api.ops import op_name
 from conformance.checks import _support as support
 from conformance.driver import Driver
-from conformance.programs import ProgramCache, build_program, program_for
+from conformance.programs import HarnessError, ProgramCache, batch_program, build_program, program_for, split_outputs
+from conformance.strategies.case import Call, Tensor
+from conformance.strategies.directed import draw_directed, plan
 from conformance.results import CheckFailure
 from conformance.strategies import calls
 from reference_backend import ReferenceBackend
@@ -82,3 +89,133 @@ def test_built_program_equals_the_exported_one(name):
             assert x.tobytes() == y.tobytes(), f"{call.describe()}: different outputs"  # bit for bit, NaNs included
 
     check()
+
+
+# ---------------------------------------------------------------------------------------------
+# Batches
+
+
+BATCHED_OPS = (
+    "aten.add.Tensor",  # elementwise, with broadcasting draws
+    "aten.mean.dim",  # a reduction with dim, keepdim and dtype attributes
+    "aten.convolution.default",  # parameters (weights, bias) per call
+    "aten.cat.default",  # a list of inputs
+    "aten.max.dim",  # two outputs per call (values, indices)
+)
+
+
+def _directed_calls(name: str, dtype: str = "float32", limit: int = 6) -> list:
+    """The first ``limit`` calls of a NUM check's directed plan that build and run alone on the reference."""
+    spec = SPECS.op(name)
+    strategy = calls(spec, dtype, name)
+    out = []
+    for group in plan(spec, dtype):
+        for directive in group:
+            call, _ = draw_directed(strategy, directive, name, dtype)
+            if call is None or _alone(call) is None:
+                continue
+            out.append(call)
+            if len(out) == limit:
+                return out
+    return out
+
+
+def _alone(call):
+    """The reference's outputs of ``call``'s own program; None when the builder or the op refuses it."""
+    try:
+        program = build_program(call)
+    except Exception:
+        return None
+    inputs = [t.value for t in call.inputs()]
+    try:
+        return Driver(support.reference_backend()).run(program, inputs, support.eager_outputs(program, inputs)).outputs
+    except (CheckFailure, RuntimeError):
+        return None
+
+
+def _bits(a) -> tuple:
+    a = np.asarray(a)
+    return (str(a.dtype), a.shape, a.tobytes())
+
+
+@pytest.mark.parametrize("name", BATCHED_OPS)
+def test_a_batch_computes_what_each_call_computes_alone(name):
+    batch_calls = _directed_calls(name)
+    assert len(batch_calls) >= 4, f"{name}: the plan gave {len(batch_calls)} runnable calls"
+    batch = batch_program(batch_calls)
+    exported = batch.exported
+
+    # Inputs and outputs are the calls', concatenated in call order.
+    assert [_bits(a) for a in batch.inputs] == [_bits(t.value) for c in batch_calls for t in c.inputs()]
+    singles = [build_program(c) for c in batch_calls]
+    assert batch.outputs_per_call == tuple(len(_signature(s)[2]) for s in singles)
+    placeholders, ops, outputs = _signature(exported)
+    assert ops == [op for s in singles for op in _signature(s)[1]]
+    assert outputs == [o for s in singles for o in _signature(s)[2]]
+    kinds = [k for k, _, _ in placeholders]
+    assert kinds == sorted(kinds, key=lambda k: k is not InputKind.PARAMETER), "parameters come first"
+    assert sorted(placeholders, key=lambda p: p[0] is not InputKind.PARAMETER) == sorted(
+        (p for s in singles for p in _signature(s)[0]), key=lambda p: p[0] is not InputKind.PARAMETER
+    )
+    handles = [n.meta["debug_handle"] for n in exported.graph.nodes if n.op == "call_function"]
+    assert handles == list(range(1, len(handles) + 1)), "debug handles unique, in graph order"
+
+    # Each subgraph is the single program's graph: same targets, same arguments (a placeholder
+    # by its position among its call's own, an op node by its position in its call's subgraph),
+    # same metadata values.
+    def canonical(program_nodes, placeholder_of):
+        index = {}
+        out = []
+        for node in program_nodes:
+            index[node] = len(index)
+
+            def arg(a):
+                if isinstance(a, torch.fx.Node):
+                    return placeholder_of[a] if a.op == "placeholder" else ("node", index[a])
+                if isinstance(a, (list, tuple)):
+                    return type(a)(arg(x) for x in a)
+                return a
+
+            out.append((node.target, arg(node.args), arg(dict(node.kwargs)), str(node.meta["val"])))
+        return out
+
+    batch_placeholders = [n for n in exported.graph.nodes if n.op == "placeholder"]
+    n_params = [sum(k is InputKind.PARAMETER for k, _, _ in _signature(s)[0]) for s in singles]
+    n_inputs = [len(_signature(s)[0]) - p for s, p in zip(singles, n_params)]
+    params, users = batch_placeholders[: sum(n_params)], batch_placeholders[sum(n_params) :]
+    batch_nodes = [n for n in exported.graph.nodes if n.op == "call_function"]
+    start = 0
+    for i, single in enumerate(singles):
+        own = [n for n in single.graph.nodes if n.op == "placeholder"]
+        mine = [n for n in single.graph.nodes if n.op == "call_function"]
+        theirs = batch_nodes[start : start + len(mine)]
+        start += len(mine)
+        p0, u0 = sum(n_params[:i]), sum(n_inputs[:i])
+        theirs_ph = params[p0 : p0 + n_params[i]] + users[u0 : u0 + n_inputs[i]]
+        assert canonical(mine, {n: ("ph", j) for j, n in enumerate(own)}) == canonical(
+            theirs, {n: ("ph", j) for j, n in enumerate(theirs_ph)}
+        ), f"{batch_calls[i].describe()}: its subgraph differs from its own program"
+    assert start == len(batch_nodes)
+
+    # The reference runs the batch and gives each call exactly what it gives that call alone.
+    like = support.eager_outputs(exported, batch.inputs)
+    ran = Driver(support.reference_backend()).run(exported, batch.inputs, like).outputs
+    per_call = split_outputs(batch, ran)
+    assert len(per_call) == len(batch_calls)
+    for call, got in zip(batch_calls, per_call):
+        want = _alone(call)
+        assert [_bits(x) for x in got] == [_bits(x) for x in want], f"{call.describe()}: the batch differs"
+
+
+def test_batch_refusals():
+    x = Tensor(np.ones((2, 3), np.float32))
+    with pytest.raises(HarnessError, match="at least one call"):
+        batch_program([])
+    with pytest.raises(HarnessError, match="one operator"):
+        batch_program([Call("aten.relu.default", (x,)), Call("aten.neg.default", (x,))])
+    batch = batch_program([Call("aten.relu.default", (x,)), Call("aten.relu.default", (x,))])
+    with pytest.raises(HarnessError, match="has 2 outputs, got 3"):
+        split_outputs(batch, [np.zeros(1)] * 3)
+    bad = Call("aten.relu.default", (Tensor(np.ones((2, 3), np.float32)), "not an argument relu takes"))
+    with pytest.raises(HarnessError, match="cannot build aten.relu.default"):
+        batch_program([Call("aten.relu.default", (x,)), bad])
