@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -35,10 +36,16 @@ from hypothesis.errors import Unsatisfiable
 from conformance import oracle
 from conformance.api.tensors import INPUT_LAYOUTS, layout_applies
 from conformance.driver import Driver
-from conformance.programs import HarnessError, eager, program_for
+from conformance.programs import HarnessError, batch_program, eager, program_for, split_outputs
 from conformance.results import Category, CheckFailure
 from conformance.strategies import calls
 from conformance.strategies.directed import draw_directed, plan
+
+
+BATCH = 8
+"""Directed calls per batch program on a backend whose preprocess is slow."""
+SLOW_RUN_S = 0.25
+"""A backend run (preprocess, init, execute) slower than this on average makes the edge set batched."""
 
 
 def pytest_generate_tests(metafunc):
@@ -83,6 +90,8 @@ class _Case:
         self.declared = 0  # refusals the manifest documents
         self.taken: dict[str, int] = {}  # accepted draws, by kind
         self.meta_disagreements: list[str] = []  # examples whose program PyTorch itself shapes unlike eager
+        self.runs, self.seconds = 0, 0.0  # backend runs (refusals included) and their wall time
+        self.batched = 0  # calls compared through a batch program
 
     def run(self, call, *, label: str = "", layout: str = "contiguous", expected=None, program=None):
         """Check one call; returns (expected outputs, program), or None when the example was set aside.
@@ -100,9 +109,11 @@ class _Case:
             program = self._program(call, where, [tuple(e.shape) for e in expected])
             if program is None:
                 return None
+        started = time.perf_counter()
         try:
             ran = self.driver.run(program.exported, program.inputs, expected, layout=layout)
         except CheckFailure as exc:
+            self._timed(started)
             if exc.category is Category.NOT_SUPPORTED:
                 # Refused on this draw: count it by kind and go on, so the check still compares
                 # every example the backend takes. A claimed op's undeclared refusal fails it at the end.
@@ -110,22 +121,92 @@ class _Case:
                 return None
             _save(self.replay_dir, call, program.inputs, expected, None, None, exc.message)
             raise CheckFailure(exc.category, f"{where}{call.describe()}: {exc.message}", stats=exc.stats, stage=exc.stage) from exc
-        self.compared += 1
-        for feature in call.features():
-            self.taken[feature] = self.taken.get(feature, 0) + 1
-        for i, (a, e) in enumerate(zip(ran.outputs, expected)):
-            tol = oracle.tolerance_for(self.spec, oracle.dtype_name(e.dtype), self.backend.manifest, self.op)
-            cmp = oracle.compare(np.asarray(a), e, tol)
+        self._timed(started)
+        cmps = self._comparisons(ran.outputs, expected)
+        for i, (cmp, _) in enumerate(cmps):
             if not cmp.ok:
                 message = f"{where}{call.describe()} output {i}: {cmp.message}"
                 _save(self.replay_dir, call, program.inputs, expected, ran.outputs, ran.preprocess_result.processed_bytes, message)
                 raise CheckFailure(Category.MISMATCH, message, stats={**cmp.stats(), "case": label, "layout": layout})
+        self._taken(call, cmps)
+        return expected, program
+
+    # -- batches: many calls, one preprocess ---------------------------------------------------------
+
+    @property
+    def slow(self) -> bool:
+        """Whether this backend's preprocess is slow enough that the edge set is worth batching."""
+        return self.runs >= 2 and self.seconds / self.runs > SLOW_RUN_S
+
+    def run_batch(self, items: list[tuple[str, object]]) -> list:
+        """``run`` for several calls through one program (``batch_program``): one preprocess, init and
+        execute for all. A refused or failing batch is split in halves down to single calls (single
+        calls at once while the backend has taken nothing: an op it refuses costs no bisection); a
+        call whose batched outputs differ is run alone, so its verdict and replay are a single
+        call's. Returns, per item, what ``run`` returns (the program None: a layout re-run builds it)."""
+        prepared, out = [], [None] * len(items)
+        for k, (label, call) in enumerate(items):
+            where = f"[{label}] "
+            expected = self._expected(call, where)
+            if expected is not None and self._program(call, where, [tuple(e.shape) for e in expected]) is not None:
+                prepared.append((k, label, call, expected))
+        if len(prepared) < 2 or not self.compared:
+            for k, label, call, expected in prepared:
+                out[k] = self.run(call, label=label, expected=expected)
+                self.not_supported_if_nothing_taken()
+            return out
+        try:
+            batch = batch_program([call for _, _, call, _ in prepared])
+        except HarnessError:
+            return self._singles(items, prepared, out)
+        started = time.perf_counter()
+        try:
+            ran = self.driver.run(batch.exported, batch.inputs, [e for *_, expected in prepared for e in expected])
+        except CheckFailure:
+            self._timed(started)
+            half = len(prepared) // 2
+            for part in (prepared[:half], prepared[half:]):
+                for (k, *_), got in zip(part, self.run_batch([(label, call) for _, label, call, _ in part])):
+                    out[k] = got
+            return out
+        self._timed(started)
+        self.batched += len(prepared)
+        for (k, label, call, expected), outputs in zip(prepared, split_outputs(batch, ran.outputs)):
+            cmps = self._comparisons(outputs, expected)
+            if all(cmp.ok for cmp, _ in cmps):
+                self._taken(call, cmps)
+                out[k] = (expected, None)
+            else:
+                out[k] = self.run(call, label=label, expected=expected)  # the verdict of the call alone
+        return out
+
+    def _singles(self, items, prepared, out) -> list:
+        for k, label, call, expected in prepared:
+            out[k] = self.run(call, label=label, expected=expected)
+        return out
+
+    def _timed(self, started: float) -> None:
+        self.runs += 1
+        self.seconds += time.perf_counter() - started
+
+    def _comparisons(self, outputs, expected) -> list:
+        out = []
+        for a, e in zip(outputs, expected):
+            tol = oracle.tolerance_for(self.spec, oracle.dtype_name(e.dtype), self.backend.manifest, self.op)
+            out.append((oracle.compare(np.asarray(a), e, tol), tol))
+        return out
+
+    def _taken(self, call, cmps) -> None:
+        """Count an accepted, matching call: by kind, and in the worst statistics."""
+        self.compared += 1
+        for feature in call.features():
+            self.taken[feature] = self.taken.get(feature, 0) + 1
+        for cmp, tol in cmps:
             if not self.worst or _magnitude(cmp.max_abs) >= _magnitude(self.worst.get("max_abs", 0)):
                 self.worst.update(cmp.stats())
                 if tol.source != "default":
                     self.worst["tolerance_source"] = tol.source
                     self.worst["tolerance_reason"] = tol.reason
-        return expected, program
 
     def _refusal(self, call, where: str, message: str, program, expected) -> None:
         features = call.features()
@@ -239,6 +320,20 @@ def test_NUM_001_matches_reference(backend, result, op, dtype, specs, request):
     not_applied: dict[str, int] = {}
     applied: list[tuple[str, object, list]] = []
     seen: set[str] = set()
+    pending: list[tuple[object, object]] = []  # directed calls waiting for a batch (slow backends)
+
+    def settle():
+        """Run the pending directed calls: one by one, or as batches once preprocess proves slow."""
+        items = list(pending)
+        pending.clear()
+        try:
+            done_all = case.run_batch([(d.label, c) for d, c in items]) if len(items) > 1 else [case.run(c, label=d.label) for d, c in items]
+        except CheckFailure as exc:
+            _fail(result, case, exc)
+        for (directive, call), done in zip(items, done_all):
+            if done is not None:
+                directed_counts[directive.kind] = directed_counts.get(directive.kind, 0) + 1
+                applied.append((directive.label, call, done))
     for group in plan(spec, dtype):
         misses = 0
         for i, directive in enumerate(group):
@@ -254,14 +349,13 @@ def test_NUM_001_matches_reference(backend, result, op, dtype, specs, request):
             if key in seen:
                 continue  # two directives that lead to the same call (e.g. a forced attr's default)
             seen.add(key)
-            try:
-                done = case.run(call, label=directive.label)
-            except CheckFailure as exc:
-                _fail(result, case, exc)
-            if done is not None:
-                directed_counts[directive.kind] = directed_counts.get(directive.kind, 0) + 1
-                applied.append((directive.label, call, done))
-        case.not_supported_if_nothing_taken()
+            pending.append((directive, call))
+            if not case.slow or len(pending) >= BATCH:
+                settle()
+        if not case.slow:
+            settle()
+            case.not_supported_if_nothing_taken()
+    settle()
     # 2. Input layouts: strided, offset and channels-last views of the same values (and the same program:
     # what a backend did to its copy of the program shows in PRE-003, not here).
     layouts: list[str] = []
@@ -325,6 +419,7 @@ def test_NUM_001_matches_reference(backend, result, op, dtype, specs, request):
         compared=case.compared,
         refused=case.declared + len(case.refused),
         refusals=case.refusals,
+        **({"batched": case.batched} if case.batched else {}),
         **({"refusal_summary": case.refusal_summary()} if case.refusals else {}),
         **case.worst,
     )

@@ -1029,3 +1029,18 @@ defect(
     manifest=_claim_with_refusals("aten.add.Tensor", ("empty",)),
 )
 """Claims add and declares it refuses empty tensors; it also refuses 0-d ones: only that fails."""
+
+
+# -- Not defects of the contract: slow backends with a numeric bug, for batched edge sets ------------
+
+
+class _SlowKernels(SleepsInExecute):
+    def __init__(self, op, fn):
+        table = dict(KERNELS)
+        table[op] = fn
+        super().__init__(kernels=table)
+
+
+slow_negative_dims = _make("slow_negative_dims", runtime=_SlowKernels("aten.sum.dim_IntList", _sum_negative_dims_for_rank_4))
+"""Sleeps CONFORMANCE_TEST_SLEEP_MS per execute (so the NUM check batches its edge set) and sums
+the wrong dims for negative dims below rank 4: a failure inside a batch."""
