@@ -443,9 +443,11 @@ def test_RT_015_concurrent_handles(backend, result):
 
 def test_RT_016_no_leak_over_init_destroy_cycles(backend, result):
     driver, program, out, expected = _prepared(backend, result)
+    before = _process_resources()
     growth = support.measure_growth(
         lambda: driver.destroy(driver.init(out)), what="init/destroy cycle", ops=LEAK_CYCLES, warmup=LEAK_WARMUP
     )
+    _judge_resources(result, before, _process_resources(), growth.ops + growth.warmup, "init/destroy cycle")
     _judge_growth(
         result, growth,
         "Something init allocates outlives destroy: free in destroy everything init allocated "
@@ -481,6 +483,36 @@ def test_RT_018_no_leak_over_executes(backend, result):
         "Something execute allocates is never released: free per-execute buffers before execute returns "
         "(or reuse one buffer per handle), and keep no per-execute history on the handle or the runtime.",
     )
+
+
+def _process_resources() -> dict[str, int]:
+    """Open file descriptors and threads (native ones included: /proc/self/task) of this process."""
+    import os
+
+    counts = {"threads": threading.active_count()}
+    for name, path in (("file descriptors", "/proc/self/fd"), ("native threads", "/proc/self/task")):
+        try:
+            counts[name] = len(os.listdir(path))
+        except OSError:  # not Linux
+            pass
+    return counts
+
+
+def _judge_resources(result, before: dict[str, int], after: dict[str, int], cycles: int, unit: str) -> None:
+    """CONTRACT_VIOLATION when file descriptors or threads grew with the cycles (more than a fixed
+    pool a backend may start once: RESOURCE_SLACK, or one per eight cycles)."""
+    grown = {k: after[k] - before[k] for k in before if k in after}
+    result.stats(resources_grown=grown, resource_cycles=cycles)
+    allowed = max(RESOURCE_SLACK, cycles // 8)
+    over = [f"{k} grew by {n} over {cycles} {unit}s" for k, n in grown.items() if n > allowed]
+    if over:
+        raise CheckFailure(
+            Category.CONTRACT_VIOLATION,
+            "; ".join(over) + f" (at most {allowed} allowed): destroy must close every file and stop every thread init opened or started.",
+        )
+
+
+RESOURCE_SLACK = 8
 
 
 def _judge_growth(result, growth, advice: str) -> None:

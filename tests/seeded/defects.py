@@ -1044,3 +1044,31 @@ class _SlowKernels(SleepsInExecute):
 slow_negative_dims = _make("slow_negative_dims", runtime=_SlowKernels("aten.sum.dim_IntList", _sum_negative_dims_for_rank_4))
 """Sleeps CONFORMANCE_TEST_SLEEP_MS per execute (so the NUM check batches its edge set) and sums
 the wrong dims for negative dims below rank 4: a failure inside a batch."""
+
+
+# -- RT-016: resources other than memory that destroy forgets --------------------------------------
+
+
+class OpensALogPerInit(ReferenceRuntime):
+    """init opens a log file for the handle; destroy never closes it."""
+
+    def init(self, context, processed, compile_specs):
+        handle = super().init(context, processed, compile_specs)
+        self.logs = [*getattr(self, "logs", []), open(os.devnull, "w")]  # noqa: SIM115 - the defect
+        return handle
+
+
+defect("init_leaks_a_file_descriptor", ["RT-016"], runtime=OpensALogPerInit())
+
+
+class StartsAWorkerPerInit(ReferenceRuntime):
+    """init starts a worker thread per handle; destroy never stops it (daemon, so a test process
+    still exits: the harness counts native threads, not just the ones that block exit)."""
+
+    def init(self, context, processed, compile_specs):
+        handle = super().init(context, processed, compile_specs)
+        threading.Thread(target=threading.Event().wait, args=(120,), daemon=True, name="backend-worker").start()
+        return handle
+
+
+defect("init_leaks_a_thread", ["RT-016"], runtime=StartsAWorkerPerInit())
