@@ -249,6 +249,12 @@ def _portable_not_applicable() -> dict[str, str]:
 # Factories
 
 
+XNNPACK_REFUSES = {"*": ("empty", "0-d", "mixed dtypes")}
+"""What the XnnpackPartitioner documents leaving undelegated for every op: empty tensors
+(partition/config/xnnpack_config.py: "XNNPACK does not support empty tensors"), 0-d operands, and
+operands of mixed dtypes (a promotion needs _to_dim_order_copy with a dtype change, which XNNPACK
+does not take). A claimed op refusing anything else fails its check."""
+
 XNNPACK_VERSION_OFFSET = 32 + 4 + 3
 """The XNNPACK payload: a 32-byte XNNHeader ("XH00" at 4), then the flatbuffer, whose
 file identifier "XN01" sits at offset 4 of it; its last character is the schema
@@ -268,6 +274,7 @@ def xnnpack() -> BackendUnderTest:
         manifest=Manifest(
             ops=_xnnpack_claims(),
             not_applicable=_xnnpack_not_applicable(),
+            refuses=XNNPACK_REFUSES,
             blob_version=BlobVersionField(offset=XNNPACK_VERSION_OFFSET, size=1, current=ord("1")),
         ),
         description="ExecuTorch's XNNPACK delegate: XnnpackPartitioner + XnnpackBackend.preprocess, "
