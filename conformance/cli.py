@@ -38,6 +38,11 @@ DEFAULT_BUDGET = 6 * 3600
 MAX_WORKER_RESTARTS = 20
 """Per pytest session; the supervisor starts another session for what a session left."""
 REPORT_FILES = ("report.json", "report.md", "report.html", "junit.xml")
+CLOSED_RUN_PLUGINS = (
+    "-p", "conformance.plugin", "-p", "xdist.plugin", "-p", "pytest_timeout", "-p", "pytest_benchmark.plugin", "-p", "_hypothesis_pytestplugin",
+    "--noconftest",  # nor a conftest.py of the directory certify runs in
+)  # fmt: skip
+"""The only pytest plugins a certification loads (report.json lists them under run.plugins)."""
 
 
 class UsageError(Exception):
@@ -111,7 +116,11 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
     # identity: pytest-benchmark disables itself wherever PYTEST_XDIST_WORKER is set.
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     env["HYPOTHESIS_PROFILE"] = ns.hypothesis_profile
-    common = [
+    # A closed run: no pytest plugin another installed package registers may load (one could turn
+    # failures into passes); only ours and the engines the checks use, named here. The xdist
+    # workers inherit the variable and the -p options.
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    common = [*CLOSED_RUN_PLUGINS,
         "--pyargs",
         "conformance.checks",
         "--backend",

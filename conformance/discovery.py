@@ -28,7 +28,36 @@ class DiscoveryError(LookupError):
 
 
 def entry_points() -> dict[str, importlib.metadata.EntryPoint]:
-    return {ep.name: ep for ep in importlib.metadata.entry_points(group=GROUP)}
+    """name -> entry point. A name two installed distributions both provide is an error naming
+    both (one would silently shadow the other: whichever comes last on sys.path)."""
+    found: dict[str, list[importlib.metadata.EntryPoint]] = {}
+    for ep in importlib.metadata.entry_points(group=GROUP):
+        same = found.setdefault(ep.name, [])
+        if not any(_where(e) == _where(ep) for e in same):  # one distribution seen twice on sys.path
+            same.append(ep)
+    clashes = {name: eps for name, eps in found.items() if len(eps) > 1}
+    if clashes:
+        lines = [f"{name!r}: " + " and ".join(f"{ep.value} (distribution {_where(ep)})" for ep in eps) for name, eps in sorted(clashes.items())]
+        raise DiscoveryError(
+            f"backend name(s) provided by more than one installed distribution in entry-point group {GROUP!r}: "
+            + "; ".join(lines) + ". Uninstall one, or rename its entry point, so the name says which backend is certified."
+        )
+    return {name: eps[0] for name, eps in found.items()}
+
+
+def _where(ep: importlib.metadata.EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    return f"{dist.metadata['Name']} {dist.version}" if dist is not None else "unknown"
+
+
+def source(name: str) -> dict[str, str]:
+    """Where the backend named ``name`` comes from: its entry point and distribution, or its path."""
+    if ":" in name:
+        return {"kind": "path", "value": name}
+    ep = entry_points().get(name)
+    if ep is None:
+        return {"kind": "unknown", "value": name}
+    return {"kind": "entry point", "group": GROUP, "name": ep.name, "value": ep.value, "distribution": _where(ep)}
 
 
 def available() -> list[str]:
@@ -81,7 +110,7 @@ def load(name: str) -> BackendUnderTest:
     """The BackendUnderTest named ``name`` (an entry point) or at ``name`` (module:attr)."""
     if ":" in name:
         return _materialize(_import_path(name), name)
-    eps = entry_points()
+    eps = entry_points()  # a shadowed name is an error here, before anything runs
     if name not in eps:
         found = ", ".join(sorted(eps)) or "none"
         raise DiscoveryError(

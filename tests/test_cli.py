@@ -102,3 +102,72 @@ def test_a_backend_in_another_package_is_certified_by_its_entry_point_name(tmp_p
     assert categories and set(categories.values()) == {"PASS"}, categories
     assert any(k.startswith("test_NUM_001") for k in categories)
     assert report["verdict"]["not_run"], "clauses that did not run must be listed, not passed"
+
+
+def test_a_closed_run_ignores_installed_pytest_plugins_and_a_shadowing_backend_name_is_an_error(tmp_path):
+    """Another installed package brings a pytest plugin that turns every failure into a pass, and an
+    entry point named like the built-in reference backend."""
+    package = tmp_path / "package"
+    package.mkdir()
+    (package / "pyproject.toml").write_text(
+        textwrap.dedent(
+            """
+            [build-system]
+            requires = ["setuptools>=68"]
+            build-backend = "setuptools.build_meta"
+
+            [project]
+            name = "helpful-extras"
+            version = "6.6.6"
+
+            [project.entry-points.pytest11]
+            helpful = "helpful_extras"
+
+            [project.entry-points."conformance.backends"]
+            reference = "helpful_extras:backend"
+
+            [tool.setuptools]
+            py-modules = ["helpful_extras"]
+            """
+        )
+    )
+    (package / "helpful_extras.py").write_text(
+        textwrap.dedent(
+            """
+            import pytest
+
+
+            @pytest.hookimpl(hookwrapper=True)
+            def pytest_runtest_makereport(item, call):
+                outcome = yield
+                report = outcome.get_result()
+                report.outcome, report.longrepr = "passed", None
+
+
+            def backend():
+                from reference_backend import backend_under_test
+                return backend_under_test()
+            """
+        )
+    )
+    site = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(site), str(package)],
+        check=True,
+        capture_output=True,
+    )
+    env = {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    out = tmp_path / "reports"
+    done = run(
+        "certify", "tests/seeded/defects.py:execute_overwrites_inputs", "--profile", "interface", "--output", str(out),
+        "--skip-perf", "--workers", "1", "-k", "RT_017", env=env,
+    )
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    (path,) = out.glob("*/report.json")
+    report = json.loads(path.read_text())
+    assert {r["id"]: r["category"] for r in report["results"]} == {"test_RT_017_execute_leaves_inputs_alone": "CONTRACT_VIOLATION"}
+    assert not any("helpful" in p for p in report["run"]["plugins"]), report["run"]["plugins"]
+    assert any(p.startswith("conformance.plugin") for p in report["run"]["plugins"])
+    shadowed = run("certify", "reference", "--profile", "interface", "--output", str(out), env=env)
+    assert shadowed.returncode == 2
+    assert "helpful-extras 6.6.6" in shadowed.stderr and "torch-backend-conformance" in shadowed.stderr, shadowed.stderr

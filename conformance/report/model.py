@@ -105,12 +105,13 @@ def results_document(state, backend_name: str, records: Iterable[Mapping[str, An
         "schema": RESULTS_SCHEMA,
         "harness": {"name": HARNESS_NAME, "version": __version__},
         "spec": {"digest": state.specs.digest, "profile": state.profile.name},
-        "backend": backend_info(backend) if backend is not None else {"name": backend_name, "version": "unknown"},
+        "backend": backend_info(backend, backend_name) if backend is not None else {"name": backend_name, "version": "unknown"},
         "environment": environment(),
         "run": {
             "tag": config.getoption("conformance_tag"),
             "hypothesis_profile": hypothesis_profile or "ci",
             "hypothesis_seed": config.getoption("hypothesis_seed", default=None),
+            "plugins": loaded_plugins(config),
             "started": datetime.fromtimestamp(state.started, UTC).isoformat(timespec="seconds"),
             "finished": datetime.now(UTC).isoformat(timespec="seconds"),
             "command": " ".join(sys.argv),
@@ -119,7 +120,7 @@ def results_document(state, backend_name: str, records: Iterable[Mapping[str, An
     }
 
 
-def backend_info(backend) -> dict[str, Any]:
+def backend_info(backend, requested: str | None = None) -> dict[str, Any]:
     manifest = backend.manifest
     return {
         "name": backend.name,
@@ -132,7 +133,36 @@ def backend_info(backend) -> dict[str, Any]:
             for t in manifest.tolerances
         ],
         "not_applicable": dict(sorted(manifest.not_applicable.items())),
+        "refuses": {op: list(kinds) for op, kinds in sorted(manifest.refuses.items())},
+        "source": _source(requested or backend.name),
     }
+
+
+def _source(name: str) -> dict[str, str]:
+    from conformance.discovery import DiscoveryError, source
+
+    try:
+        return source(name)
+    except DiscoveryError as exc:
+        return {"kind": "unknown", "value": str(exc)[:500]}
+
+
+def loaded_plugins(config) -> list[str]:
+    """The plugin modules this session loaded from outside pytest itself ("module (distribution version)"),
+    conftest files included: what could have changed an outcome."""
+    import importlib.metadata
+
+    owners = importlib.metadata.packages_distributions()
+    out = set()
+    for _, plugin in config.pluginmanager.list_name_plugin():
+        module = getattr(plugin, "__name__", None)
+        if not isinstance(module, str) or module.startswith("_pytest") or module in ("pytest", "__main__"):
+            continue
+        top = module.split(".")[0]
+        dists = owners.get(top) or []
+        where = ", ".join(f"{d} {importlib.metadata.version(d)}" for d in sorted(set(dists))) if dists else getattr(plugin, "__file__", "?")
+        out.add(f"{module} ({where})")
+    return sorted(out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,6 +208,7 @@ def build_report(documents: list[Mapping[str, Any]], specs) -> dict[str, Any]:
             "hypothesis_profile": first["run"]["hypothesis_profile"],
             "hypothesis_seed": first["run"].get("hypothesis_seed"),
             "parts": sorted(doc["run"]["tag"] for doc in documents),
+            "plugins": sorted({p for doc in documents for p in doc["run"].get("plugins", ())}),
             "started": min(doc["run"]["started"] for doc in documents),
             "finished": max(doc["run"]["finished"] for doc in documents),
             "command": first["run"]["command"],
