@@ -281,7 +281,7 @@ def _gate(baseline: dict, report: dict, ns, paths: tuple[str | None, str | None]
 
 def build_and_write(report_dir: Path, specs) -> dict:
     """Merge results/*.json under ``report_dir`` into report.json and its renderings."""
-    from conformance.plugin import write_json_atomic
+    from conformance.plugin import write_json_atomic, write_text_atomic
     from conformance.report import build_report, html, junit
     from conformance.report.markdown import render
     from conformance.report.model import sign, validate
@@ -298,10 +298,12 @@ def build_and_write(report_dir: Path, specs) -> dict:
     if problems:  # the harness's own bug: say so instead of publishing a malformed certificate
         raise ReportError("report.json does not match its schema: " + "; ".join(problems[:5]))
     sign(report, signing_key(None, os.environ))  # CI holds CONFORMANCE_SIGNING_KEY; without it, unsigned
+    # Each file whole or not at all, the renderings first and report.json last: a run killed in
+    # between leaves renderings that name a report.json which is not there (verify says so).
+    write_text_atomic(report_dir / "report.md", render(report, specs.clauses))
+    write_text_atomic(report_dir / "junit.xml", junit.render(report))
+    write_text_atomic(report_dir / "report.html", html.render(report, specs.clauses))
     write_json_atomic(report_dir / "report.json", report)
-    (report_dir / "report.md").write_text(render(report, specs.clauses))
-    (report_dir / "junit.xml").write_text(junit.render(report))
-    (report_dir / "report.html").write_text(html.render(report, specs.clauses))
     return report
 
 
@@ -443,8 +445,10 @@ def scoreboard_command(ns: argparse.Namespace) -> int:
     model = scoreboard.build(reports, specs.clauses, outcomes=outcomes)
     out = Path(ns.output)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "scoreboard.md").write_text(scoreboard.render_markdown(model))
-    (out / "scoreboard.html").write_text(scoreboard.render_html(model))
+    from conformance.plugin import write_text_atomic
+
+    write_text_atomic(out / "scoreboard.md", scoreboard.render_markdown(model))
+    write_text_atomic(out / "scoreboard.html", scoreboard.render_html(model))
     for warning in model.get("warnings", []):
         print(f"WARNING: {warning['message'] if isinstance(warning, dict) else warning}")
     print(f"scoreboard of {len(reports)} backend(s): {out / 'scoreboard.md'}, {out / 'scoreboard.html'}")

@@ -743,15 +743,28 @@ def _watchdog(st: _State, hard_timeout: float) -> None:
                 supervision.kill(info["pid"])
 
 
+SAFE_NAME_BYTES = 96
+
+
 def safe_name(name: str) -> str:
-    """A backend name as a directory name."""
-    return re.sub(r"[^\w.-]", "_", name)
+    """A backend name (or any backend-provided string) as one path component: only word characters,
+    dots and dashes, no leading or trailing dots (so never "." or ".."), and at most SAFE_NAME_BYTES
+    bytes (a long one keeps a prefix and a hash of the whole, so two names stay two directories)."""
+    text = re.sub(r"[^\w.-]", "_", name).strip(".") or "_"
+    if len(text.encode()) > SAFE_NAME_BYTES:
+        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        text = text.encode()[: SAFE_NAME_BYTES - 17].decode("utf-8", "ignore") + "-" + digest
+    return text
 
 
 def write_json_atomic(path: Path, document: Any) -> None:
     """``document`` as strict JSON (NaN and infinities as strings, text cleaned; see
     conformance.transport), written whole or not at all."""
-    text = transport.dumps_document(document)
+    write_text_atomic(path, transport.dumps_document(document))
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """``text`` at ``path``, whole or not at all (a temporary file beside it, then a rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text, encoding="utf-8")

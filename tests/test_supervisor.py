@@ -176,3 +176,16 @@ def _processes_marked(mark: str) -> list[int]:
         if f"CONFORMANCE_TEST_MARK={mark}".encode() in environ.split(b"\0"):
             found.append(int(proc.name))
     return found
+
+
+def test_backend_names_never_become_paths_outside_the_output(tmp_path):
+    for name in ("named_dot_dot", "named_300_bytes"):
+        out = tmp_path / name / "out"
+        done = _certify(out, f"{MISBEHAVING}:{name}", "--profile", "smoke", "--skip-perf", "--workers", "1", "-k", "NUM and add and float32")
+        assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+        (result,) = [r for r in _report(out)["results"] if r.get("op")]
+        assert result["category"] == "MISMATCH", result  # not HARNESS_ERROR: its replay could be written
+        written = [p for p in (tmp_path / name).rglob("*") if p.is_file()]
+        assert written and all(out.resolve() in p.resolve().parents for p in written)
+        assert any(p.name == "call.json" for p in written)
+        assert all(len(part.encode()) <= 255 for p in written for part in p.relative_to(tmp_path).parts)

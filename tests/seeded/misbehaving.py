@@ -119,3 +119,28 @@ class SleepsThenWorks(ReferenceRuntime):
 
 
 slow_init = _make("slow_init", SleepsThenWorks())
+
+
+# -- hostile names ------------------------------------------------------------------------------
+
+
+def _wrong_add_runtime() -> ReferenceRuntime:
+    from reference_backend.kernels import KERNELS
+
+    table = dict(KERNELS)
+    add = KERNELS["aten.add.Tensor"]
+    table["aten.add.Tensor"] = lambda self, other, *, alpha=1: add(self, other, alpha=alpha) + 1
+    return ReferenceRuntime(kernels=table)
+
+
+def _named(name: str) -> BackendUnderTest:
+    return BackendUnderTest(
+        name=name, details=ReferenceBackend, runtime=_wrong_add_runtime(), version="seeded", manifest=_REFERENCE.manifest,
+        description="adds one too many, under a name that must not become a path as it is",
+    )
+
+
+named_dot_dot = _named("..")
+"""Its replays would land one directory above --output if its name became a path as it is."""
+named_300_bytes = _named("b" * 150 + "/é" * 50)
+"""300 bytes: over a file system's 255-byte limit for one path component."""
