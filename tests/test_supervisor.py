@@ -189,3 +189,29 @@ def test_backend_names_never_become_paths_outside_the_output(tmp_path):
         assert written and all(out.resolve() in p.resolve().parents for p in written)
         assert any(p.name == "call.json" for p in written)
         assert all(len(part.encode()) <= 255 for p in written for part in p.relative_to(tmp_path).parts)
+
+
+def test_hostile_strings_reach_no_file_and_no_terminal_raw_and_no_megabytes(tmp_path):
+    out = tmp_path / "out"
+    done = _certify(out, f"{MISBEHAVING}:hostile_strings", "--profile", "smoke", "--workers", "2", "-k", "RT_002 or PERF_003 or (NUM and add and float32)")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "\x1b" not in done.stdout and "\x1b" not in done.stderr  # no escape sequence reaches the console
+    (report_dir,) = out.iterdir()  # the replays too: named after the backend as requested, not its own name
+    files = {p.name: p.read_bytes() for p in report_dir.iterdir() if p.is_file()}
+    assert set(files) >= {"report.json", "report.md", "report.html", "junit.xml"}
+    for name, data in files.items():
+        text = data.decode("utf-8")  # well-formed UTF-8: no lone surrogate got through
+        assert "\x1b" not in text and "\x00" not in text and "\x07" not in text, name
+        assert len(data) < 1_000_000, (name, len(data))  # a megabyte string is capped, with a note
+    import xml.etree.ElementTree as ET
+
+    ET.fromstring(files["junit.xml"])
+    html, md = files["report.html"].decode(), files["report.md"].decode()
+    assert "<script>alert" not in html
+    import re
+
+    prose = re.sub(r"`[^`\n]*`", "", md)  # code spans show markup as text
+    assert "<script>" not in prose and "](javascript:" not in prose  # markup and links escaped, not rendered
+    report = json.loads(files["report.json"])
+    assert report["backend"]["name"].startswith("hostile") and "truncated" in report["backend"]["description"]
+    assert _verify(report_dir / "report.json") == 0

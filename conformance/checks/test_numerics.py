@@ -69,6 +69,7 @@ def _seed(*parts: str) -> int:
 
 
 def _replay_dir(config, backend_name: str, op: str, dtype: str) -> Path:
+    """Beside the backend's report: the directory is named after the backend as requested (--backend)."""
     from conformance.plugin import safe_name
 
     out = config.getoption("conformance_out")
@@ -310,7 +311,7 @@ def test_NUM_001_matches_reference(backend, result, op, dtype, specs, request):
     claimed = backend.manifest.claims(op, dtype)
     result.set(op=op, dtype=dtype)
     result.stats(claimed=claimed)
-    case = _Case(backend, spec, op, dtype, claimed, _replay_dir(request.config, backend.name, op, dtype), result)
+    case = _Case(backend, spec, op, dtype, claimed, _replay_dir(request.config, request.node.callspec.params.get("backend", backend.name), op, dtype), result)
     strategy = calls(spec, dtype, op)
     current = settings()
     limit = min(current.max_examples, spec.max_examples or current.max_examples)

@@ -121,18 +121,22 @@ def results_document(state, backend_name: str, records: Iterable[Mapping[str, An
 
 
 def backend_info(backend, requested: str | None = None) -> dict[str, Any]:
+    """What the report says of the backend; its own strings cleaned and capped (a backend's name,
+    version and description are its words, and can be anything)."""
+    from conformance.transport import clean_text
+
     manifest = backend.manifest
     return {
-        "name": backend.name,
-        "version": backend.version,
-        "description": backend.description,
+        "name": clean_text(backend.name, 200) or "?",
+        "version": clean_text(backend.version, 200),
+        "description": clean_text(backend.description),
         "claims": {op: (list(d) if not isinstance(d, str) else d) for op, d in sorted(manifest.ops.items())},
         "compile_specs": [{"key": s.key, "value_hex": s.value.hex()} for s in backend.compile_specs],
         "tolerance_loosenings": [
             {"op": t.op, "dtypes": list(t.dtypes), "atol": t.atol, "rtol": t.rtol, "ulp": t.ulp, "reason": t.reason}
             for t in manifest.tolerances
         ],
-        "not_applicable": dict(sorted(manifest.not_applicable.items())),
+        "not_applicable": {clause: clean_text(why) for clause, why in sorted(manifest.not_applicable.items())},
         "refuses": {op: list(kinds) for op, kinds in sorted(manifest.refuses.items())},
         "source": _source(requested or backend.name),
     }

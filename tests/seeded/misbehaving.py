@@ -144,3 +144,27 @@ named_dot_dot = _named("..")
 """Its replays would land one directory above --output if its name became a path as it is."""
 named_300_bytes = _named("b" * 150 + "/é" * 50)
 """300 bytes: over a file system's 255-byte limit for one path component."""
+
+
+# -- hostile strings ----------------------------------------------------------------------------
+
+HOSTILE = "\x1b[2J\x1b]0;pwned\x07<script>alert(1)</script>[x](javascript:alert(1)) \udc80\x00\r"
+
+
+class ShoutsInErrors(ReferenceRuntime):
+    def execute(self, context, handle, args):
+        from conformance.api import BackendError, Error
+
+        raise BackendError(Error.Internal, HOSTILE + "y" * 1_000_000)
+
+
+hostile_strings = BackendUnderTest(
+    name="hostile" + HOSTILE,
+    details=ReferenceBackend,
+    runtime=ShoutsInErrors(),
+    version="1.0" + HOSTILE,
+    manifest=_REFERENCE.manifest,
+    description=HOSTILE + "d" * 1_000_000,
+)
+"""Terminal escapes, a lone surrogate, NUL, markup and a megabyte in its name, version, description
+and every error message."""
