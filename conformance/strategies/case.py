@@ -103,7 +103,11 @@ class Call:
             out.append("mixed dtypes")
         inputs = [t for t in tensors if t.role == "input"]
         if len({t.value.shape for t in inputs}) > 1:
-            out.append("broadcasting")
+            try:  # shapes that differ and broadcast together (a matmul's operands differ by nature)
+                np.broadcast_shapes(*(t.value.shape for t in inputs))
+                out.append("broadcasting")
+            except ValueError:
+                pass
         if any(t.value.size >= 65_536 for t in tensors):
             out.append("large")
         return out

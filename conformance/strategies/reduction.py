@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from conformance.api.scalar_type import is_floating, is_integral
 
-from . import Call, Tensor, attr, param, signature
+from . import Call, Tensor, attr, directed, param, signature
 from .shapes import directed_dim, shapes
 from .sorting import dim_attr, values_along
 
@@ -108,8 +108,12 @@ def reduce_dims(draw, spec, dtype, op):
     if param(spec, "dim_empty", True):
         kinds.append("empty")
     forced = directed_dim(rank)  # a ``dim`` directive asks for a list of that one dim
-    kind = "forced" if forced is not None else draw(st.sampled_from(kinds))
-    if kind == "forced":
+    model = directed.in_model() and rank >= 2
+    kind = "forced" if forced is not None else "model" if model else draw(st.sampled_from(kinds))
+    if kind == "model":  # a model's reduction: over the last dims (global average pooling over H, W; a norm over hidden)
+        dim = [-2, -1] if rank == 4 else [-1]
+        reduced = [d % rank for d in dim]
+    elif kind == "forced":
         dim, reduced = [forced], [forced % rank] if rank else ()
     elif kind == "none":
         dim, reduced = None, range(rank)
@@ -119,6 +123,8 @@ def reduce_dims(draw, spec, dtype, op):
         dim = _dim_list(draw, rank)
         reduced = [d % rank for d in dim] if rank else ()
     kwargs = {"dim": dim, **_attrs(draw, spec, dtype)}
+    if kind == "model" and "keepdim" in kwargs:
+        kwargs["keepdim"] = True
     if param(spec, "nonempty", False) or kwargs.get("ord") in param(spec, "nonempty_ords", ()):
         _fill_empty(shape, reduced)
     x = values_along(draw, spec, dtype, shape, 0, False)
