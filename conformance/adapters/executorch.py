@@ -281,6 +281,7 @@ def xnnpack() -> BackendUnderTest:
         "run by ExecuTorch's C++ runtime through its Python bindings",
         registry=CppRegistryView,
         family="delegate",
+        batch_numerics=True,  # a lowering per program: eight edge cases per lowering
     )
 
 
@@ -303,6 +304,7 @@ def portable() -> BackendUnderTest:
         description="ExecuTorch without delegates: to_edge + to_executorch, every op on the CPU kernels "
         "the pip wheel links (optimized over portable), run by ExecuTorch's C++ runtime",
         family="delegate",
+        batch_numerics=True,  # a lowering per program: eight edge cases per lowering
     )
 
 

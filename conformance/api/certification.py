@@ -186,6 +186,10 @@ class BackendUnderTest:
     family: str = "delegate"
     """Which interface the backend implements: delegate (ExecuTorch-style), torchscript
     (torch._C._jit_to_backend) or lazy (torch.lazy). Clauses name the families they apply to."""
+    batch_numerics: bool = False
+    """Whether NUM checks may put several calls of one op in one program (``programs.batch_program``):
+    for a backend whose preprocess is slow (a compiler), one preprocess for eight edge cases. The
+    verdict of a call whose batched outputs differ is its own, run alone."""
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:

@@ -49,9 +49,6 @@ class _EnoughRefusals(BaseException):
 
 BATCH = 8
 """Directed calls per batch program on a backend whose preprocess is slow."""
-SLOW_RUN_S = 0.05
-"""A backend run (preprocess, init, execute) slower than this on average makes the edge set batched
-(XNNPACK lowers a single-op program in ~0.07 s, eight of them as one batch in ~0.2 s; the reference runs in ~2 ms)."""
 
 
 def pytest_generate_tests(metafunc):
@@ -142,8 +139,9 @@ class _Case:
 
     @property
     def slow(self) -> bool:
-        """Whether this backend's preprocess is slow enough that the edge set is worth batching."""
-        return self.runs >= 2 and self.seconds / self.runs > SLOW_RUN_S
+        """Whether the edge set goes in batches: the backend says its preprocess is slow
+        (``batch_numerics``), and the first calls ran alone (they decide whether it takes the op)."""
+        return bool(getattr(self.backend, "batch_numerics", False)) and self.runs >= 2
 
     def run_batch(self, items: list[tuple[str, object]]) -> list:
         """``run`` for several calls through one program (``batch_program``): one preprocess, init and

@@ -11,6 +11,7 @@ that. Every backend is also an attribute of this module, so
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import os
 import re
 import threading
@@ -1041,7 +1042,9 @@ class _SlowKernels(SleepsInExecute):
         super().__init__(kernels=table)
 
 
-slow_negative_dims = _make("slow_negative_dims", runtime=_SlowKernels("aten.sum.dim_IntList", _sum_negative_dims_for_rank_4))
+slow_negative_dims = dataclasses.replace(
+    _make("slow_negative_dims", runtime=_SlowKernels("aten.sum.dim_IntList", _sum_negative_dims_for_rank_4)), batch_numerics=True
+)
 """Sleeps CONFORMANCE_TEST_SLEEP_MS per execute (so the NUM check batches its edge set) and sums
 the wrong dims for negative dims below rank 4: a failure inside a batch."""
 
