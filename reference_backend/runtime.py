@@ -265,6 +265,7 @@ class ReferenceRuntime(BackendInterface):
             self._bound(plan, step, symbols, temp)
             args = [_resolve(a, slots) for a in step.args]
             kwargs = {k: _resolve(v, slots) for k, v in step.kwargs}
+            _bound_attributes(step, args, kwargs, temp)
             start = time.perf_counter_ns()
             try:
                 result = step.kernel(*args, **kwargs)
@@ -391,6 +392,48 @@ class ReferenceRuntime(BackendInterface):
                 raise BackendError(Error.DelegateInvalidHandle, f"{handle!r} is not a live handle of this runtime")
             self._live.discard(handle)
         handle.plan = None
+
+
+def _bound_attributes(step: _Step, args: list, kwargs: dict, temp: MemoryAllocator | None) -> None:
+    """Refuse a step whose attributes ask its kernel for more memory than the temp allocator has,
+    whatever the blob declares its result to be: a blob that declares a 5-element arange from 0 to
+    2**27, a full of 3 x 2**28, or a convolution padded by millions would otherwise allocate it all
+    before the declared shape is compared."""
+    available = temp.available if temp is not None else UNBOUNDED_TEMP_BYTES
+    elements = _attribute_elements(step.op, args, kwargs)
+    if elements is not None and elements * 8 * KERNEL_HEADROOM > available:
+        raise BackendError(
+            Error.MemoryAllocationFailed,
+            f"{step.op}'s arguments ask for {elements} elements of working memory, more than the {available} bytes "
+            "the temp allocator has left; refused before running",
+            debug_handle=step.debug_id,
+        )
+
+
+def _attribute_elements(op: str, args: list, kwargs: dict) -> int | None:
+    """Elements a kernel will allocate because of its attributes (not its inputs), where they decide it."""
+    try:
+        if op.startswith("aten.arange."):
+            numbers = [a for a in args if isinstance(a, (int, float, np.number))]
+            start, end, step = (0, numbers[0], 1) if len(numbers) == 1 else (numbers + [1])[:3]
+            return max(0, int(np.ceil((float(end) - float(start)) / float(step)))) if step else None
+        name = op.split(".")[1]
+        if name in ("full", "zeros", "ones", "empty", "rand", "randn", "new_full", "new_zeros", "new_ones", "new_empty"):
+            size = next((a for a in args if isinstance(a, (list, tuple))), kwargs.get("size"))
+            return int(np.prod([max(int(d), 0) for d in size], dtype=np.float64)) if size is not None else None
+        if name == "constant_pad_nd":
+            x, pad = np.asarray(args[0]), list(args[1])
+            dims = list(x.shape)
+            for i in range(len(pad) // 2):
+                dims[-1 - i] += int(pad[2 * i]) + int(pad[2 * i + 1])
+            return int(np.prod([max(d, 0) for d in dims], dtype=np.float64))
+        if name == "convolution":
+            x, padding = np.asarray(args[0]), [int(p) for p in args[4]]
+            spatial = [n + 2 * p for n, p in zip(x.shape[2:], padding)]
+            return int(np.prod([*x.shape[:2], *spatial], dtype=np.float64))
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return None
 
 
 KERNEL_HEADROOM = 4

@@ -180,3 +180,45 @@ def test_a_blob_cannot_make_the_runtime_allocate_past_the_temp_allocator():
     assert runtime.execute(BackendExecutionContext(temp_allocator=MemoryAllocator(1 << 30)), handle, [EValue(out)]) is Error.Ok
     assert calls and out[-1] == (1 << 20) - 1
     runtime.destroy(handle)
+
+
+def _lying(call, edit) -> bytes:
+    """The reference blob of ``call`` with its one instruction's arguments edited by ``edit``: a blob
+    that declares one result and asks the kernel for another."""
+    import dataclasses
+
+    from conformance.programs import program_for
+    from reference_backend import blob as blob_format
+
+    program = blob_format.read(ReferenceBackend.preprocess(program_for(call).exported, []).processed_bytes)
+    (ins,) = program.instructions
+    return blob_format.write(dataclasses.replace(program, instructions=(dataclasses.replace(ins, args=edit(ins.args)),)))
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("arange to 2**27", "aten.arange.start_step", (0, 5, 1), {"dtype": "int64"}, lambda a: (a[0], 2**27), (5,), np.int64),
+        ("full 3 x 2**28", "aten.full.default", ([1, 5], 1.0), {"dtype": "float32"}, lambda a: ((3, 2**28), a[1]), (1, 5), np.float32),
+    ],
+    ids=lambda c: c[0],
+)
+def test_a_blob_whose_arguments_ask_for_gigabytes_is_refused_before_the_kernel_allocates(case):
+    """Issue 10: the declared result is small; the arguments ask for gigabytes. The bound on the
+    declared shape alone let the kernel allocate it all before the shape check."""
+    import resource
+
+    from conformance.strategies import Call
+
+    _, op, args, kwargs, edit, shape, dtype = case
+    data = _lying(Call(op, args, kwargs), edit)
+    runtime = ReferenceRuntime()
+    handle = runtime.init(
+        BackendInitContext(runtime_allocator=MemoryAllocator(1 << 20), named_data_map=NamedDataMap()), FreeableBuffer(data), []
+    )
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(BackendError) as info:
+        runtime.execute(BackendExecutionContext(temp_allocator=MemoryAllocator(1 << 30)), handle, [EValue(np.empty(shape, dtype))])
+    assert info.value.error is Error.MemoryAllocationFailed and "refused before running" in str(info.value)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # kB: nothing near a gigabyte
+    runtime.destroy(handle)
