@@ -108,6 +108,13 @@ def tests_thorough(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def fuzz(session: nox.Session) -> None:
+    """The reference runtime against 100,000 mutated blobs (nox -s fuzz -- --blobs N --jobs 2)."""
+    _install(session)
+    session.run("python", "-m", "tests.reference.fuzz_blobs", *(session.posargs or ["--blobs", "100000"]))
+
+
+@nox.session(python=PYTHON)
 def report(session: nox.Session) -> None:
     """Rebuild reports from results: nox -s report -- reports/NAME."""
     _install(session)

@@ -222,3 +222,13 @@ def test_a_blob_whose_arguments_ask_for_gigabytes_is_refused_before_the_kernel_a
     assert info.value.error is Error.MemoryAllocationFailed and "refused before running" in str(info.value)
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # kB: nothing near a gigabyte
     runtime.destroy(handle)
+
+
+def test_a_short_seeded_fuzz_of_the_runtime_finds_nothing_but_backend_errors():
+    """The fuzzer of `nox -s fuzz` (100,000 blobs, figures in README), on 300 seeds."""
+    from tests.reference.fuzz_blobs import fuzz
+
+    report = fuzz(300, jobs=1, chunk=300, first_seed=10_000_000)
+    assert not report["findings"], report["findings"][:3]
+    assert sum(report["outcomes"].values()) == 300
+    assert any(k.startswith("execute") for k in report["outcomes"])  # some mutations get past init
