@@ -34,8 +34,18 @@ MEMORY_LIMIT = 4 << 30
 EXTREMES = (0, 1, 0x7F, 0x80, 0xFF, 0x7FFF_FFFF, 0x8000_0000, 0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF, 0x7FFF_FFFF_FFFF_FFFF)
 
 
-def base_blobs() -> list[tuple[bytes, list[tuple[tuple[int, ...], np.dtype]]]]:
-    """(blob, input shapes and dtypes) of real programs: the contract programs and single ops."""
+def _outputs(exported) -> list[tuple[tuple[int, ...], np.dtype]]:
+    from conformance.api.scalar_type import numpy_dtype
+
+    out = []
+    for node in exported.graph.output_node().args[0]:
+        val = node.meta["val"]
+        out.append((tuple(int(d) for d in val.shape), numpy_dtype(str(val.dtype).removeprefix("torch."))))
+    return out
+
+
+def base_blobs() -> list[tuple[bytes, list, list]]:
+    """(blob, input and output shapes and dtypes) of real programs: the contract programs and single ops."""
     from conformance import specs
     from conformance.checks import _support as support
     from conformance.programs import program_for
@@ -46,8 +56,9 @@ def base_blobs() -> list[tuple[bytes, list[tuple[tuple[int, ...], np.dtype]]]]:
     out = []
     for name in support.CONTRACT_PROGRAMS:
         program = support.contract_program(name)
-        result = ReferenceBackend.preprocess(program.fresh(), [])
-        out.append((result.processed_bytes, [(np.shape(a), np.asarray(a).dtype) for a in program.inputs]))
+        exported = program.fresh()
+        result = ReferenceBackend.preprocess(exported, [])
+        out.append((result.processed_bytes, [(np.shape(a), np.asarray(a).dtype) for a in program.inputs], _outputs(exported)))
     spec_set = specs.load()
     for op in ("aten.add.Tensor", "aten.convolution.default", "aten.sum.dim_IntList", "aten.cat.default", "aten.max_pool2d.default",
                "aten.arange.start_step", "aten.full.default", "aten.index_select.default", "aten.native_layer_norm.default",
@@ -60,7 +71,7 @@ def base_blobs() -> list[tuple[bytes, list[tuple[tuple[int, ...], np.dtype]]]]:
                 continue
             program = program_for(call)
             result = ReferenceBackend.preprocess(program.exported, [])
-            out.append((result.processed_bytes, [(np.shape(a), np.asarray(a).dtype) for a in program.inputs]))
+            out.append((result.processed_bytes, [(np.shape(a), np.asarray(a).dtype) for a in program.inputs], _outputs(program.exported)))
     return out
 
 
@@ -121,7 +132,7 @@ def run_chunk(start: int, count: int) -> dict:
             )
             stage = "execute"
             try:
-                args = [EValue(np.zeros(shape, dtype)) for shape, dtype in blobs[index][1]]
+                args = [EValue(np.zeros(shape, dtype)) for shape, dtype in blobs[index][1] + blobs[index][2]]
                 runtime.execute(BackendExecutionContext(temp_allocator=MemoryAllocator(1 << 26)), handle, args)
                 outcomes["executed"] += 1
             except BackendError as exc:

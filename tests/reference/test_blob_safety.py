@@ -231,4 +231,4 @@ def test_a_short_seeded_fuzz_of_the_runtime_finds_nothing_but_backend_errors():
     report = fuzz(300, jobs=1, chunk=300, first_seed=10_000_000)
     assert not report["findings"], report["findings"][:3]
     assert sum(report["outcomes"].values()) == 300
-    assert any(k.startswith("execute") for k in report["outcomes"])  # some mutations get past init
+    assert report["outcomes"].get("executed", 0) > 0  # some mutations get past init and run
