@@ -44,49 +44,54 @@ def test_replay_of_a_directory_without_an_example():
     assert done.returncode == 2 and "holds no saved example" in done.stderr
 
 
-def test_a_backend_in_another_package_is_certified_by_its_entry_point_name(tmp_path):
+def _installed(tmp_path: Path, name: str, version: str, entry_points: str, module: str, source: str) -> dict[str, str]:
+    """Build and install (into a directory put on PYTHONPATH) a one-module package: the env to use it."""
     package = tmp_path / "package"
     package.mkdir()
     (package / "pyproject.toml").write_text(
         textwrap.dedent(
-            """
+            f"""
             [build-system]
             requires = ["setuptools>=68"]
             build-backend = "setuptools.build_meta"
 
             [project]
-            name = "tiny-demo-backend"
-            version = "0.0.1"
-
-            [project.entry-points."conformance.backends"]
-            tiny-demo = "tiny_demo:make"
-
-            [tool.setuptools]
-            py-modules = ["tiny_demo"]
+            name = "{name}"
+            version = "{version}"
             """
         )
+        + textwrap.dedent(entry_points)
+        + f'\n[tool.setuptools]\npy-modules = ["{module}"]\n'
     )
-    (package / "tiny_demo.py").write_text(
-        textwrap.dedent(
-            """
-            from conformance.api import BackendUnderTest
-            from reference_backend import ReferenceBackend, ReferenceRuntime
-
-
-            def make():
-                return BackendUnderTest(
-                    name="tiny-demo", details=ReferenceBackend, runtime=ReferenceRuntime(), version="0.0.1"
-                )
-            """
-        )
-    )
+    (package / f"{module}.py").write_text(textwrap.dedent(source))
     site = tmp_path / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(site), str(package)],
         check=True,
         capture_output=True,
     )
-    env = {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+
+
+def test_a_backend_in_another_package_is_certified_by_its_entry_point_name(tmp_path):
+    env = _installed(
+        tmp_path, "tiny-demo-backend", "0.0.1",
+        """
+        [project.entry-points."conformance.backends"]
+        tiny-demo = "tiny_demo:make"
+        """,
+        "tiny_demo",
+        """
+        from conformance.api import BackendUnderTest
+        from reference_backend import ReferenceBackend, ReferenceRuntime
+
+
+        def make():
+            return BackendUnderTest(
+                name="tiny-demo", details=ReferenceBackend, runtime=ReferenceRuntime(), version="0.0.1"
+            )
+        """,
+    )  # fmt: skip
     listed = run("list", env=env)
     assert "tiny-demo" in listed.stdout and "tiny_demo:make" in listed.stdout
     out = tmp_path / "reports"
@@ -107,56 +112,32 @@ def test_a_backend_in_another_package_is_certified_by_its_entry_point_name(tmp_p
 def test_a_closed_run_ignores_installed_pytest_plugins_and_a_shadowing_backend_name_is_an_error(tmp_path):
     """Another installed package brings a pytest plugin that turns every failure into a pass, and an
     entry point named like the built-in reference backend."""
-    package = tmp_path / "package"
-    package.mkdir()
-    (package / "pyproject.toml").write_text(
-        textwrap.dedent(
-            """
-            [build-system]
-            requires = ["setuptools>=68"]
-            build-backend = "setuptools.build_meta"
+    env = _installed(
+        tmp_path, "helpful-extras", "6.6.6",
+        """
+        [project.entry-points.pytest11]
+        helpful = "helpful_extras"
 
-            [project]
-            name = "helpful-extras"
-            version = "6.6.6"
-
-            [project.entry-points.pytest11]
-            helpful = "helpful_extras"
-
-            [project.entry-points."conformance.backends"]
-            reference = "helpful_extras:backend"
-
-            [tool.setuptools]
-            py-modules = ["helpful_extras"]
-            """
-        )
-    )
-    (package / "helpful_extras.py").write_text(
-        textwrap.dedent(
-            """
-            import pytest
+        [project.entry-points."conformance.backends"]
+        reference = "helpful_extras:backend"
+        """,
+        "helpful_extras",
+        """
+        import pytest
 
 
-            @pytest.hookimpl(hookwrapper=True)
-            def pytest_runtest_makereport(item, call):
-                outcome = yield
-                report = outcome.get_result()
-                report.outcome, report.longrepr = "passed", None
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_makereport(item, call):
+            outcome = yield
+            report = outcome.get_result()
+            report.outcome, report.longrepr = "passed", None
 
 
-            def backend():
-                from reference_backend import backend_under_test
-                return backend_under_test()
-            """
-        )
-    )
-    site = tmp_path / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(site), str(package)],
-        check=True,
-        capture_output=True,
-    )
-    env = {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+        def backend():
+            from reference_backend import backend_under_test
+            return backend_under_test()
+        """,
+    )  # fmt: skip
     out = tmp_path / "reports"
     done = run(
         "certify", "tests/seeded/defects.py:execute_overwrites_inputs", "--profile", "interface", "--output", str(out),
