@@ -41,7 +41,7 @@ Three things the harness program needs before ExecuTorch takes it:
      (2 cores): XNNPACK 0.57 s -> 0.07 s per lowering, portable 0.22 s -> 0.04 s;
      ops torch decomposes on the way (max_pool2d, prelu: CompositeImplicitAutograd)
      keep their real decomposition and gain least (0.52 -> 0.18 s).
-   - A cache in memory. Lowerings (and refusals) are kept by a content hash of
+   - A cache in memory. Lowerings (refusals and crashes too) are kept by a content hash of
      the program and compile specs (``fingerprint``). To keep PRE-002
      (determinism) honest, the first repeat of a program lowered in this
      process re-runs the real ``XnnpackBackend.preprocess`` on a fresh copy of
@@ -376,7 +376,7 @@ class Lowered:
 
 
 class _Cache:
-    """LRU of Lowered results and BackendError refusals by fingerprint; thread safe."""
+    """LRU of Lowered results, BackendError refusals and Crashes by fingerprint; thread safe."""
 
     def __init__(self, size: int = CACHE_ENTRIES):
         self.size = size
@@ -396,6 +396,40 @@ class _Cache:
             self.entries.move_to_end(key)
             while len(self.entries) > self.size:
                 self.entries.popitem(last=False)
+
+
+@dataclass(frozen=True)
+class Crash:
+    """A lowering that raised something other than BackendError: ExecuTorch's own pass or
+    serializer failing on the program. Deterministic for a given program, ExecuTorch and torch
+    (all in the cache key), so it is kept like a refusal and raised again on a repeat, under
+    the same type name and message (the report reads ``preprocess raised Type: message``)."""
+
+    type_name: str
+    message: str
+    traceback: str
+
+    NOT_KEPT = (MemoryError, OSError, RecursionError)
+    """Failures of the machine, not of the lowering: lowered again next time."""
+
+    @classmethod
+    def of(cls, exc: Exception) -> Crash | None:
+        import traceback
+
+        if isinstance(exc, (BackendError, *cls.NOT_KEPT)):
+            return None
+        text = "".join(traceback.format_exception(exc))[-4000:]
+        return cls(type(exc).__name__, str(exc), text)
+
+    def exception(self) -> Exception:
+        kind = type(self.type_name, (CachedCrash,), {"__module__": __name__})
+        exc = kind(self.message)
+        exc.add_note(f"the lowering raised this when first run (kept in the lowering cache); its traceback then:\n{self.traceback}")
+        return exc
+
+
+class CachedCrash(Exception):
+    """Base of the exceptions a cached ``Crash`` is raised again as (named like the original)."""
 
 
 _XNNPACK_CACHE = _Cache()
@@ -440,9 +474,9 @@ def _versions() -> str:
 
 
 class LoweringDiskCache:
-    """Lowered results and clean refusals, one file per key under ``directory``.
+    """Lowered results, clean refusals and crashes, one file per key under ``directory``.
 
-    A file is ``MAGIC``, a 4-byte header length, a JSON header (kind, refusal message,
+    A file is ``MAGIC``, a 4-byte header length, a JSON header (kind, refusal or crash message,
     debug handle map, named-data keys and alignments, section lengths, SHA-256 of the
     sections) and the sections: processed bytes, the .pte (XNNPACK), each named-data
     buffer. Writes go to a temporary file renamed into place, so concurrent xdist workers
@@ -464,7 +498,7 @@ class LoweringDiskCache:
     def path(self, key: str) -> Path:
         return self.directory / f"{key}.lowered"
 
-    def load(self, key: str) -> Lowered | BackendError | None:
+    def load(self, key: str) -> Lowered | BackendError | Crash | None:
         path = self.path(key)
         try:
             data = path.read_bytes()
@@ -482,7 +516,7 @@ class LoweringDiskCache:
             pass
         return entry
 
-    def store(self, key: str, entry: Lowered | BackendError) -> None:
+    def store(self, key: str, entry: Lowered | BackendError | Crash) -> None:
         data = self._encode(entry)
         path = self.path(key)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
@@ -529,10 +563,13 @@ class LoweringDiskCache:
         with self._lock:
             self._written = total
 
-    def _encode(self, entry: Lowered | BackendError) -> bytes:
+    def _encode(self, entry: Lowered | BackendError | Crash) -> bytes:
         if isinstance(entry, BackendError):
             header = {"kind": "refused", "error": int(entry.error), "message": entry.message, "sections": []}
             sections: list[bytes] = []
+        elif isinstance(entry, Crash):
+            header = {"kind": "crashed", "type": entry.type_name, "message": entry.message, "traceback": entry.traceback, "sections": []}
+            sections = []
         else:
             names = sorted(entry.named_data)
             sections = [entry.processed_bytes, entry.pte, *(entry.named_data[n].data for n in names)]
@@ -548,7 +585,7 @@ class LoweringDiskCache:
         text = json.dumps(header, sort_keys=True).encode()
         return self.MAGIC + len(text).to_bytes(4, "little") + text + body
 
-    def _decode(self, data: bytes) -> Lowered | BackendError:
+    def _decode(self, data: bytes) -> Lowered | BackendError | Crash:
         if not data.startswith(self.MAGIC):
             raise ValueError("not a lowering cache entry")
         start = len(self.MAGIC) + 4
@@ -559,6 +596,10 @@ class LoweringDiskCache:
             raise ValueError("format or checksum mismatch")
         if header["kind"] == "refused":
             return BackendError(Error(header["error"]), header["message"])
+        if header["kind"] == "crashed":
+            if not str(header["type"]).isidentifier():
+                raise ValueError("crash entry with a type name that is not an identifier")
+            return Crash(header["type"], header["message"], header["traceback"])
         sections, offset = [], 0
         for length in header["sections"]:
             sections.append(body[offset : offset + length])
@@ -612,6 +653,14 @@ def _lowered(program, compile_specs, flavour: str, memory: _Cache, lower, reprod
                         disk.store(disk_key, exc)
                         STATS.disk_writes += 1
                 raise
+            except Exception as exc:
+                crash = Crash.of(exc)
+                if crash is not None:
+                    memory.put(key, crash)
+                    if disk is not None:
+                        disk.store(disk_key, crash)
+                        STATS.disk_writes += 1
+                raise
             finally:
                 STATS.lowering_seconds += time.perf_counter() - start
             memory.put(key, entry)
@@ -623,6 +672,8 @@ def _lowered(program, compile_specs, flavour: str, memory: _Cache, lower, reprod
         STATS.memory_hits += 1
     if isinstance(entry, BackendError):
         raise BackendError(entry.error, entry.message)
+    if isinstance(entry, Crash):
+        raise entry.exception()
     if not entry.reproduced:
         entry.reproduced = True
         again = reproduce(entry)
