@@ -157,6 +157,9 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
         + workers
         + ["--timeout", str(ns.timeout), "-o", "timeout_func_only=true", "--conformance-hard-timeout", str(hard)]
         + ["-k", _and("not test_PERF", selection), "--benchmark-disable"]
+        # Warnings stay in the worker: xdist would ship each to the controller, which imports the
+        # warning's category to rebuild it (ExecuTorch's: ~3 s of importing executorch.exir there).
+        + ["-p", "no:warnings"]
         + extra,
         env,
         in_process=ns.workers == "0",

@@ -41,18 +41,23 @@ UNHASHED_KEYS = frozenset({"integrity", "signature"})
 SIGNATURE_ALG = "hmac-sha256"
 
 
+def _version(module: str) -> str | None:
+    """The version of the module this process runs, without importing it when it is not loaded
+    yet (importing torch costs the pytest controller ~1 s it otherwise never spends)."""
+    import importlib.metadata
+
+    loaded = sys.modules.get(module)
+    if loaded is not None and isinstance(getattr(loaded, "__version__", None), str):
+        return loaded.__version__
+    try:
+        return importlib.metadata.version(module)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def environment() -> dict[str, Any]:
     """What produced the numbers: interpreter, libraries, CPU and OS."""
-    import ml_dtypes
-    import numpy
-    import torch
-
-    try:
-        import hypothesis
-
-        hyp = hypothesis.__version__
-    except ImportError:  # pragma: no cover - a dependency
-        hyp = None
+    torch, numpy, ml_dtypes, hyp = (_version(m) for m in ("torch", "numpy", "ml_dtypes", "hypothesis"))
     cpu = platform.processor() or ""
     try:
         with open("/proc/cpuinfo") as f:
@@ -64,9 +69,9 @@ def environment() -> dict[str, Any]:
         pass
     return {
         "python": platform.python_version(),
-        "torch": torch.__version__,
-        "numpy": numpy.__version__,
-        "ml_dtypes": ml_dtypes.__version__,
+        "torch": torch,
+        "numpy": numpy,
+        "ml_dtypes": ml_dtypes,
         "hypothesis": hyp,
         "cpu": cpu or platform.machine(),
         "cpu_count": os.cpu_count(),
