@@ -347,21 +347,31 @@ def _md_op_cell(cell: Mapping[str, Any] | None) -> str:
 
 SCOREBOARD_CSS = """
 h1 { margin: 24px 0 4px; }
-#scoreboard { table-layout: fixed; }
-#scoreboard col.rowhead { width: 380px; }
-#scoreboard thead th { text-align: center; vertical-align: bottom; overflow-wrap: anywhere; }
+/* The table is as wide as its content needs (never narrower than the page) and scrolls
+   sideways in its own box when the window is narrower: nothing is clipped and no label
+   is broken inside a word to make it fit. */
+.scoreboard-scroll { overflow: auto; max-height: 100vh; margin: 12px 0; border: 1px solid var(--line); }
+#scoreboard { table-layout: auto; width: 100%; }
+#scoreboard thead th { text-align: center; vertical-align: bottom; overflow-wrap: break-word; hyphens: none; }
 #scoreboard thead th .version { display: block; font-weight: 400; color: var(--muted); font-size: 12px; overflow-wrap: anywhere; }
-#scoreboard thead th.rowhead { text-align: left; }
-#scoreboard th[scope=row] { vertical-align: middle; font-weight: 400; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+#scoreboard thead th.rowhead { text-align: left; left: 0; z-index: 3; }
+#scoreboard th[scope=row] { vertical-align: middle; font-weight: 400; white-space: nowrap; position: sticky; left: 0; z-index: 1; background: #fff; }
+#scoreboard th[scope=row] .label { display: block; max-width: min(380px, 40vw); overflow: hidden; text-overflow: ellipsis; }
 #scoreboard th[scope=row] .title { color: var(--muted); margin-left: 6px; }
 #scoreboard tr.group th { background: var(--soft); font-weight: 700; font-size: 15px; padding-top: 10px; }
-#scoreboard td { text-align: center; vertical-align: middle; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
-#scoreboard td.cell { white-space: normal; overflow-wrap: anywhere; font-weight: 600; font-size: 12px; border-bottom: 1px solid #fff; border-right: 2px solid #fff; }
-#scoreboard td.invalid { background: #24292f; color: #fff; }
+#scoreboard td { text-align: center; vertical-align: middle; white-space: nowrap; }
+#scoreboard td.cell { white-space: normal; overflow-wrap: normal; word-break: normal; hyphens: none; font-weight: 600; font-size: 12px; border-bottom: 1px solid #fff; border-right: 2px solid #fff; }
+#scoreboard td.cell .category { white-space: nowrap; }
+#scoreboard td.invalid { background: #24292f; color: #fff; white-space: nowrap; }
 #scoreboard td.empty { background: repeating-linear-gradient(45deg, #fafafa 0 4px, #f0f0f0 4px 8px); }
 #scoreboard td.verdict { padding: 6px; }
-#scoreboard td.verdict .chip { font-size: 12.5px; padding: 3px 10px; }
+#scoreboard td.verdict .chip { font-size: 12.5px; padding: 3px 10px; white-space: nowrap; }
+#scoreboard td.verdict .note { display: block; font-size: 11.5px; color: var(--muted); margin-top: 2px; }
 """
+
+
+NOT_RECOMPUTED = '<span class="note">(not recomputed)</span>'
+"""Under a stale report's badge, on a line of its own: the badge stays as short as the others."""
 
 
 def render_html(model: Mapping[str, Any]) -> str:
@@ -383,12 +393,12 @@ def render_html(model: Mapping[str, Any]) -> str:
     )
     rows = [_group_row("Verdict", n)]
     rows.append(
-        '<tr data-row="verdict"><th scope="row">verdict</th>'
+        '<tr data-row="verdict"><th scope="row"><span class="label">verdict</span></th>'
         + "".join(
             f'<td class="verdict" data-backend="{esc(b["key"])}" data-certified="{str(b["certified"]).lower()}" '
             f'data-validity="{esc(b["validity"])}" title="{esc(b["verdict"])}">'
-            f'<span class="chip" style="background:{STATE_COLOURS[b["state"]]};color:#fff">{STATE_BADGES[b["state"]]}'
-            f'{" (not recomputed)" if b["validity"] == Status.UNCHECKED.value else ""}</span></td>'
+            f'<span class="chip" style="background:{STATE_COLOURS[b["state"]]};color:#fff">{STATE_BADGES[b["state"]]}</span>'
+            f'{NOT_RECOMPUTED if b["validity"] == Status.UNCHECKED.value else ""}</td>'
             for b in backends
         )
         + "</tr>"
@@ -399,7 +409,7 @@ def render_html(model: Mapping[str, Any]) -> str:
         ("mandatory passed", "mandatory", lambda m: f"{m.get('passed', 0)}/{m.get('total', 0)}"),
     ):
         rows.append(
-            f'<tr data-row="{esc(field)}"><th scope="row">{esc(label)}</th>'
+            f'<tr data-row="{esc(field)}"><th scope="row"><span class="label">{esc(label)}</span></th>'
             + "".join(
                 _html_invalid_cell(b["key"], {"data-row": field})
                 if b["state"] == INVALID_STATE and field == "mandatory"
@@ -419,7 +429,7 @@ def render_html(model: Mapping[str, Any]) -> str:
             )
             rows.append(
                 f'<tr data-clause="{esc(row["id"])}"><th scope="row" title="{esc(_join(row["title"], row["text"]))}">'
-                f'<span class="mono"><b>{esc(row["id"])}</b></span><span class="title">{esc(row["title"])}</span></th>{cells}</tr>'
+                f'<span class="label"><span class="mono"><b>{esc(row["id"])}</b></span><span class="title">{esc(row["title"])}</span></span></th>{cells}</tr>'
             )
     if model["ops"]:
         rows.append(_group_row("Operators (dtypes passed / run)", n))
@@ -430,12 +440,12 @@ def render_html(model: Mapping[str, Any]) -> str:
                 else _html_op_cell(b["key"], row["op"], row["cells"].get(b["key"]))
                 for b in backends
             )
-            rows.append(f'<tr data-op="{esc(row["op"])}"><th scope="row" class="mono">{esc(row["op"])}</th>{cells}</tr>')
+            rows.append(f'<tr data-op="{esc(row["op"])}"><th scope="row" class="mono"><span class="label">{esc(row["op"])}</span></th>{cells}</tr>')
     body.append(
-        '<table class="grid" id="scoreboard" data-comparable="'
+        '<div class="scoreboard-scroll"><table class="grid" id="scoreboard" data-comparable="'
         + str(bool(model.get("comparable", True))).lower()
         + f'"><colgroup><col class="rowhead">{"<col>" * n}</colgroup>'
-        f'<thead><tr><th class="rowhead" scope="col">backend</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        f'<thead><tr><th class="rowhead" scope="col">backend</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
     )
     body.append("</main>")
     return page(f"Conformance scoreboard: {', '.join(b['key'] for b in backends)}", body, extra_css=SCOREBOARD_CSS)
@@ -464,12 +474,13 @@ def _html_clause_cell(key: str, clause: str, cell: Mapping[str, Any] | None) -> 
         return f'<td class="cell empty" data-backend="{esc(key)}" data-clause="{esc(clause)}" title="not run"></td>'
     category = cell["category"]
     hover = ", ".join(f"{c}: {n}" for c, n in cell["counts"].items())
-    text = f"{glyph_of(category)} {category}"
+    # The glyph and the category stay on one line; only the count may go to the next.
+    text = f'<span class="category">{esc(glyph_of(category))} {esc(category)}</span>'
     if cell["failing"]:
         text += f" {cell['failing']}/{cell['total']}"
     return (
         f'<td class="cell" data-backend="{esc(key)}" data-clause="{esc(clause)}" data-category="{esc(category)}" '
-        f'style="{_cell_style(category)}" title="{esc(hover)}">{esc(text)}</td>'
+        f'style="{_cell_style(category)}" title="{esc(hover)}">{text}</td>'
     )
 
 

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
+
+import pytest
 
 from conformance.report import scoreboard
+from conformance.report.verify import Outcome, Status
 from conformance.results import COLOURS, Category
 from tests.reports.test_html import (
     PAYLOAD,
+    ROOT,
     SPECS,
+    _chromium,
     assert_payload_inert,
     assert_self_contained,
     dump_dom,
@@ -217,3 +223,115 @@ def test_scoreboard_command_verifies_each_report_and_warns(tmp_path, capsys, mon
     printed = capsys.readouterr().out
     assert "WARNING: The report of seeded-nan-dropped-by-max is invalid" in printed
     assert "⛔ INVALID REPORT" in (out / "scoreboard.md").read_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# Layout: the scoreboard of the checked-in reports, measured in Chromium at two widths
+
+LAYOUT_PROBE = """<script>
+(() => {
+  // Line boxes a piece of text sits on: distinct tops of its client rects.
+  function lines(range) {
+    const tops = new Set();
+    for (const r of range.getClientRects()) if (r.width > 0 && r.height > 0) tops.add(Math.round(r.top));
+    return tops.size;
+  }
+  function textRange(root, wanted) {
+    const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+      const at = node.data.indexOf(wanted);
+      if (at >= 0) { const r = document.createRange(); r.setStart(node, at); r.setEnd(node, at + wanted.length); return r; }
+    }
+    return null;
+  }
+  function clipped(el) {
+    return el.scrollWidth > el.clientWidth + 1 || el.scrollHeight > el.clientHeight + 1;
+  }
+  const table = document.getElementById('scoreboard');
+  const out = {width: window.innerWidth, pageOverflows: document.documentElement.scrollWidth > window.innerWidth + 1,
+               badges: [], categories: [], ops: [], ids: []};
+  for (const chip of table.querySelectorAll('td.verdict .chip')) {
+    const td = chip.closest('td'), c = chip.getBoundingClientRect(), t = td.getBoundingClientRect();
+    const whole = document.createRange(); whole.selectNodeContents(chip);
+    out.badges.push({backend: td.dataset.backend, text: chip.textContent, lines: lines(whole),
+                     clipped: clipped(chip) || clipped(td) || c.left < t.left - 0.5 || c.right > t.right + 0.5});
+  }
+  for (const td of table.querySelectorAll('td.cell[data-clause][data-category]')) {
+    const range = textRange(td, td.dataset.category);
+    out.categories.push({backend: td.dataset.backend, row: td.dataset.clause, category: td.dataset.category,
+                         lines: range ? lines(range) : -1, clipped: clipped(td)});
+  }
+  for (const td of table.querySelectorAll('td.cell[data-op][data-category]')) {  // "✓ 3/3": one line
+    const whole = document.createRange(); whole.selectNodeContents(td);
+    out.ops.push({backend: td.dataset.backend, row: td.dataset.op, text: td.textContent, lines: lines(whole), clipped: clipped(td)});
+  }
+  for (const b of table.querySelectorAll('tr[data-clause] th[scope=row] b')) {
+    const whole = document.createRange(); whole.selectNodeContents(b);
+    out.ids.push({id: b.textContent, lines: lines(whole)});
+  }
+  document.body.setAttribute('data-layout', JSON.stringify(out));
+})();
+</script>"""
+"""Measures the page where it is shown and writes the measures into <body data-layout>, which
+``--dump-dom`` then serializes. Injected into a test copy only: the page itself runs no script
+(and its Content-Security-Policy, dropped from the copy, would refuse this one)."""
+
+
+def checked_in_scoreboard() -> dict:
+    """The scoreboard model of every checked-in report, plus one column for each other verdict badge.
+
+    Every report is shown as valid: this is a test of the layout, and validity is tested
+    elsewhere (tests/reports/test_checked_in.py), so every cell is drawn whatever the
+    installed spec says of a report. The extra columns are copies of one report shown as
+    not certified for want of results ("incomplete"), invalid and stale.
+    """
+    paths = sorted((ROOT / "reports").glob("*/report.json"))
+    assert len(paths) >= 5, paths
+    reports = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
+    outcomes = [Outcome(Status.VALID) for _ in reports]
+    first = reports[0]
+
+    def renamed(suffix: str, **verdict) -> dict:
+        return dict(first, backend={**first["backend"], "name": f"{first['backend']['name']}-{suffix}"}, verdict={**first["verdict"], **verdict})
+
+    reports += [
+        renamed("incomplete", certified=False, failing_clauses=[], unsupported=[]),
+        renamed("invalid"),
+        renamed("stale"),
+    ]
+    outcomes += [Outcome(Status.VALID), Outcome(Status.INVALID, problems=("hash does not match",)), Outcome(Status.UNCHECKED)]
+    return scoreboard.build(reports, SPECS.clauses, outcomes=outcomes)
+
+
+@pytest.mark.parametrize("width", [800, 1600])
+def test_badges_are_never_clipped_and_categories_never_broken_inside_a_word(tmp_path, width):
+    model = checked_in_scoreboard()
+    markup = scoreboard.render_html(model)
+    probe = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", markup).replace("</body>", LAYOUT_PROBE + "</body>")
+    page = tmp_path / "scoreboard.html"
+    page.write_text(probe, encoding="utf-8")
+    done = _chromium([f"--window-size={width},1200", "--dump-dom", page.resolve().as_uri()], tmp_path)
+    assert done.returncode == 0 and "data-layout" in done.stdout, f"chromium --dump-dom failed: {done.stderr[-2000:]}"
+    layout = json.loads(parse(done.stdout).find("body").attrs["data-layout"])
+    assert layout["width"] == width, "the window width was not applied"
+
+    badges = layout["badges"]
+    assert len(badges) == len(model["backends"])
+    assert {b["text"] for b in badges} >= {"CERTIFIED", "NOT CERTIFIED", "INVALID REPORT"}
+    bad = [b for b in badges if b["clipped"] or b["lines"] != 1]
+    assert not bad, f"at {width} px, verdict badges clipped or wrapped: {bad}"
+
+    categories = layout["categories"]
+    assert len(categories) > 100 and {"CONTRACT_VIOLATION", "NOT_APPLICABLE", "MISMATCH"} <= {c["category"] for c in categories}
+    bad = [c for c in categories if c["lines"] != 1 or c["clipped"]]
+    assert not bad, f"at {width} px, {len(bad)} category label(s) broken inside the word or clipped, e.g. {bad[:5]}"
+    ops = layout["ops"]
+    assert len(ops) > 300
+    bad = [c for c in ops if c["lines"] != 1 or c["clipped"]]
+    assert not bad, f"at {width} px, {len(bad)} operator cell(s) wrapped or clipped, e.g. {bad[:5]}"
+    assert layout["ids"] and all(i["lines"] == 1 for i in layout["ids"]), [i for i in layout["ids"] if i["lines"] != 1]
+    assert not layout["pageOverflows"], "a table wider than the window scrolls in its own box, not the page"
+
+    if width == 800:
+        page.write_text(markup, encoding="utf-8")
+        keep_artifact(screenshot(page, tmp_path / "scoreboard-800.png", size="800,1200"), "scoreboard-800.png")
