@@ -372,11 +372,30 @@ def program_for(call: Call, *, dynamic: bool = True, cache: ProgramCache | None 
         return OpModule.build(call), [to_torch(a) for a in inputs]
 
     skeleton = cache.get(call.structure(dynamic), build, shapes, dynamic, keep=(call.op,))
-    exported = copy.deepcopy(skeleton)
+    exported = copy_program(skeleton)
     _set_parameters(exported, [t.value for t in call.tensors() if t.role == "parameter"])
     if not any(op_name(n.target) == call.op for n in exported.graph.nodes if n.op == "call_function"):
         raise HarnessError(f"the exported program for {call.op} does not contain {call.op}")
     return Program(exported, inputs, op=call.op, description=call.describe())
+
+
+def copy_program(exported):
+    """A deep copy of an ExportedProgram that still agrees with its own graph signature.
+
+    ``copy.deepcopy`` renames a node whose name is a Python builtin (an export of
+    ``forward(self, input)`` has a placeholder ``input``; the copy's is ``input_1``) but not the
+    signature's input and output specs, so the copy breaks export's own invariants
+    (``torch.export.save`` raises SpecViolationError) and a backend serializing what it is
+    given would fail through no fault of its own. The copy takes back the original names."""
+    clone = copy.deepcopy(exported)
+    renamed = False
+    for original, node in zip(exported.graph.nodes, clone.graph.nodes):
+        if node.name != original.name:
+            node.name = original.name
+            renamed = True
+    if renamed:
+        clone.graph_module.recompile()
+    return clone
 
 
 def build_program(call: Call):

@@ -39,9 +39,9 @@ class ContractProgram:
 
     def fresh(self):
         """A private copy for one preprocess call (preprocess may not mutate it, but might)."""
-        import copy
+        from conformance.programs import copy_program
 
-        return copy.deepcopy(self.exported)
+        return copy_program(self.exported)
 
 
 def _rng(seed: int) -> np.random.Generator:
@@ -379,15 +379,17 @@ class _Runaway(Exception):
     pass
 
 
-def measure_growth(step: Callable[[], Any], *, what: str, ops: int, warmup: int, min_ops: int = 64,
+def measure_growth(step: Callable[[], Any], *, what: str, ops: int, warmup: int, min_ops: int = 2 * 2 * GROWTH_SEGMENTS,
                    time_budget: float = 6.0) -> Growth:
-    """Run ``step`` ``warmup`` times, then up to ``ops`` times measuring memory.
+    """Run ``step`` up to ``warmup`` times, then up to ``ops`` times measuring memory.
 
-    ``ops`` shrinks (not below ``min_ops``) when the warm-up shows that so many operations
-    would take longer than ``time_budget`` seconds under tracemalloc. Samples are taken
-    after a garbage collection, with everything that existed before the measurement frozen
-    out of the collector (``gc.freeze``: a full collection then costs microseconds, not
-    0.1 s). Growth past ``RUNAWAY_BYTES`` stops the measurement at once.
+    Both shrink with a slow ``step``, so a check ends in about ``time_budget`` seconds whatever
+    the backend's speed (an init of 40 ms once took RT-016 past its timeout): the warm-up to
+    half the budget (at least 4 operations), the measured operations to what the budget
+    affords at the speed a few operations *under tracemalloc* show (not below ``min_ops``).
+    Samples are taken after a garbage collection, with everything that existed before the
+    measurement frozen out of the collector (``gc.freeze``: a full collection then costs
+    microseconds, not 0.1 s). Growth past ``RUNAWAY_BYTES`` stops the measurement at once.
     """
     meter = MemoryMeter()
     per = 2 * GROWTH_SEGMENTS
@@ -396,7 +398,9 @@ def measure_growth(step: Callable[[], Any], *, what: str, ops: int, warmup: int,
     started_tracing = False
     frozen = False
     try:
+        t0 = time.perf_counter()
         step()
+        first = time.perf_counter() - t0
         done = 1
         base = meter.native()
 
@@ -409,10 +413,18 @@ def measure_growth(step: Callable[[], Any], *, what: str, ops: int, warmup: int,
                     if value - base[measure] > RUNAWAY_BYTES:
                         raise _Runaway(measure, value - base[measure], done - 1)  # operations since ``base``
 
+        warm = min(max(warmup - 1, 0), max(int(time_budget / 2 / max(first, 1e-9)), 4))
         t0 = time.perf_counter()
-        guarded(max(warmup - 1, 0))
-        per_op = (time.perf_counter() - t0) / max(warmup - 1, 1)
+        guarded(warm)
+        per_op = (time.perf_counter() - t0) / max(warm, 1)
         affordable = int(time_budget / max(per_op * TRACED_SLOWDOWN, 1e-9))
+        if affordable < ops:  # slow: how slow under tracemalloc, from a few traced operations
+            if not tracemalloc.is_tracing():
+                tracemalloc.start()
+                started_tracing = True
+            t0 = time.perf_counter()
+            guarded(2)
+            affordable = int(time_budget / max((time.perf_counter() - t0) / 2, 1e-9))
         ops = max(min(ops, affordable), min_ops) // per * per
         gc.collect()
         gc.freeze()
@@ -440,7 +452,7 @@ def measure_growth(step: Callable[[], Any], *, what: str, ops: int, warmup: int,
         meter.close()
     rates = {m: [(b[m] - a[m]) / segment for a, b in zip(samples, samples[1:])] for m in MEASURES if m in samples[0]}
     half = {m: samples[-1][m] - samples[0][m] for m in rates}
-    return Growth(what, warmup, ops, rates, half, seconds)
+    return Growth(what, warm + 1, ops, rates, half, seconds)
 
 
 def _bytes(n: float) -> str:
