@@ -53,6 +53,13 @@ def _load_families() -> None:
         importlib.import_module(f"{__name__}.{module}")
 
 
+def known_signatures() -> frozenset[str]:
+    """Every signature an op spec may name."""
+    if not SIGNATURES:
+        _load_families()
+    return frozenset(SIGNATURES)
+
+
 def calls(spec, dtype: str, op: str | None = None) -> st.SearchStrategy[Call]:
     """Calls of ``op`` (default: the spec's own overload) in ``dtype``."""
     if not SIGNATURES:
@@ -97,4 +104,4 @@ def attr(draw, spec, key: str, default: Any = ..., *, keep: Callable[[Any], bool
     return draw(st.sampled_from(choices))
 
 
-__all__ = ["SIGNATURES", "Call", "Tensor", "attr", "calls", "param", "signature"]
+__all__ = ["SIGNATURES", "Call", "Tensor", "attr", "calls", "known_signatures", "param", "signature"]

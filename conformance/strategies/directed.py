@@ -127,6 +127,14 @@ def in_model() -> bool:
     return current is not None and current.directive.shape == "model"
 
 
+def same_dtypes() -> bool:
+    """Whether operands must share the op's dtype: in ``model`` directives (as a model's do) and in
+    the ``large`` one (it exercises a kernel's vector loops over the whole domain; an operand of
+    another dtype would let a backend that refuses promotions skip it, leaving no large input compared)."""
+    current = _ACTIVE.get()
+    return current is not None and current.directive.shape in ("model", "large")
+
+
 def consume(part: str) -> None:
     current = _ACTIVE.get()
     if current is not None:

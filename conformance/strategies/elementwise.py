@@ -60,7 +60,7 @@ def binary(draw, spec, dtype, op):
     max_rank = param(spec, "max_rank", 4)
     self_shape, other_shape = draw(broadcast_shapes(2, 0, max_rank))
     other_dtype = dtype
-    if param(spec, "mixed_dtypes", True) and not directed.in_model() and draw(st.booleans()):
+    if param(spec, "mixed_dtypes", True) and not directed.same_dtypes() and draw(st.booleans()):
         other_dtype = draw(st.sampled_from(spec.dtypes))
     if param(spec, "scalar_self", False):
         a = draw(scalars(dtype, _domain(spec, dtype, "self_domain")))

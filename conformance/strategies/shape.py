@@ -145,7 +145,7 @@ def unsqueeze(draw, spec, dtype, op):
 
 
 def _other_dtype(draw, spec, dtype: str) -> str:
-    if param(spec, "mixed_dtypes", True) and not directed.in_model() and draw(st.integers(0, 3)) == 0:
+    if param(spec, "mixed_dtypes", True) and not directed.same_dtypes() and draw(st.integers(0, 3)) == 0:
         return draw(st.sampled_from(spec.dtypes))
     return dtype
 
