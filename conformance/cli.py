@@ -13,6 +13,7 @@ Exit codes (every command):
     3  invalid report: schema, integrity hash, signature, or a verdict/summary the results do not give
     4  cannot compare: the report's spec digest or harness version is not this harness's
        (verify --allow-stale accepts it; diff of reports under different specs)
+  130  certify was interrupted (Ctrl-C, SIGTERM): the report written is partial, not certified
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from conformance.transport import clean_text
 from conformance.supervisor import Supervisor
 
 EXIT_OK, EXIT_NOT_CERTIFIED, EXIT_USAGE, EXIT_INVALID, EXIT_STALE = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130
+"""certify stopped by Ctrl-C or SIGTERM: a partial report (not certified) was written."""
 DEFAULT_TIMEOUT = 120
 DEFAULT_BUDGET = 6 * 3600
 """Seconds a whole certify run may take before what is left is recorded "not run"."""
@@ -89,20 +92,118 @@ def _and(base: str, user: str | None) -> str:
     return base if user is None else f"({base}) and ({user})"
 
 
-def certify(ns: argparse.Namespace, extra: list[str]) -> int:
+def resolve_profile(ns: argparse.Namespace, backend, specs):
+    """The profile a certify run checks: a name of specs/profiles.toml, ``claimed`` (what the
+    manifest claims), or FILE.toml[:NAME] (a user's profiles file); narrowed by --ops/--dtypes."""
     from conformance import specs as spec_module
-    from conformance.plugin import safe_name
 
+    value = ns.profile or backend.profile
+    try:
+        base = specs.profile(backend.profile) if backend.profile in specs.profiles else specs.profile("full")
+        if value == spec_module.CLAIMED:
+            profile = spec_module.claimed_profile(specs, backend.manifest.ops, base)
+            if not profile.ops:
+                raise UsageError(f"--profile claimed: the manifest of {backend.name!r} claims no op the spec names")
+        elif value in specs.profiles:
+            profile = specs.profile(value)
+        elif value.endswith(".toml") or ".toml:" in value or Path(value).is_file():
+            path, _, name = value.partition(".toml:") if ".toml:" in value else (value, "", "")
+            path = path + ".toml" if name else path
+            if not Path(path).is_file():
+                raise UsageError(f"--profile {value}: no such profiles file {path}")
+            found = spec_module.profiles_from_file(path, specs)
+            if not found:
+                raise UsageError(f"--profile {value}: {path} defines no [profile.NAME] table")
+            if not name and len(found) > 1:
+                raise UsageError(f"--profile {value}: {path} defines {', '.join(sorted(found))}; say which: {path}:NAME")
+            profile = found[name] if name else next(iter(found.values()))
+            if name and name not in found:
+                raise UsageError(f"--profile {value}: {path} defines {', '.join(sorted(found))}, not {name!r}")
+        else:
+            raise UsageError(
+                f"unknown profile {value!r}; known: {', '.join(sorted([*specs.profiles, spec_module.CLAIMED]))}, "
+                "or a profiles file (FILE.toml or FILE.toml:NAME)"
+            )
+        ops = [o for part in (ns.ops or []) for o in part.split(",") if o.strip()]
+        dtypes = [d.strip() for part in (ns.dtypes or []) for d in part.split(",") if d.strip()]
+        if ops or dtypes:
+            profile = spec_module.narrowed(profile, specs, ops, dtypes)
+    except spec_module.SpecError as exc:
+        raise UsageError(str(exc)) from None
+    return profile
+
+
+def _check_output(out: Path, backend_dir: Path, baseline: str | None) -> None:
+    """The output directory can be written, and writing it will not destroy the baseline."""
+    for parent in (out, *out.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise UsageError(f"--output {out}: {parent} is a file, not a directory")
+            break
+    try:
+        backend_dir.mkdir(parents=True, exist_ok=True)
+        probe = backend_dir / f".write-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"--output {out}: cannot write there ({exc.strerror or exc})") from None
+    if baseline:
+        base = Path(baseline).resolve()
+        if any(base == (backend_dir / name).resolve() for name in REPORT_FILES) or base.parent == (backend_dir / "results").resolve():
+            raise UsageError(
+                f"--baseline {baseline} is a file this run writes ({backend_dir}): copy the baseline elsewhere first "
+                f"(e.g. cp {baseline} baseline.json) or pass another --output"
+            )
+
+
+def _check_inputs(ns: argparse.Namespace, backend, specs) -> None:
+    """What else a run needs, checked before it starts: waivers and the manifest's claims."""
+    from conformance import specs as spec_module
+
+    if ns.waivers and not ns.baseline:
+        raise UsageError("--waivers applies to the --baseline comparison: pass --baseline too (or drop --waivers)")
+    if ns.waivers:
+        from conformance.report.diff import WaiverError, load_waivers
+
+        try:
+            load_waivers(ns.waivers)
+        except (WaiverError, OSError) as exc:
+            raise UsageError(f"--waivers: {exc}") from None
+    unknown = sorted(op for op in backend.manifest.ops if op not in specs.all_op_names())
+    if unknown:
+        raise UsageError(
+            f"the manifest of {backend.name!r} claims op(s) no spec names: "
+            + ", ".join(spec_module.with_suggestion(o, specs.all_op_names()) for o in unknown)
+            + " (spell them as ATen overloads, e.g. aten.add.Tensor; `python -m conformance list --ops` lists them)"
+        )
+    try:
+        spec_module.check_signatures(specs)
+    except spec_module.SpecError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _load_specs():
+    from conformance import specs as spec_module
+
+    try:
+        return spec_module.load()
+    except spec_module.SpecError as exc:
+        raise UsageError(f"the spec cannot be read: {exc}") from None
+
+
+def certify(ns: argparse.Namespace, extra: list[str]) -> int:
+    from conformance.plugin import safe_name, write_text_atomic
+    from conformance.specs import is_builtin, profile_definition
+
+    specs = _load_specs()
     backend = _backend_or_exit(ns.backend)  # fail fast (exit 2) on a name that cannot be built
     extra, selection = _split_selection(extra)
-    specs = spec_module.load()
-    try:
-        profile = specs.profile(ns.profile or backend.profile)
-    except KeyError as exc:
-        raise UsageError(str(exc.args[0])) from None
+    profile = resolve_profile(ns, backend, specs)
+    _check_inputs(ns, backend, specs)
     out = Path(ns.output)
     shard = _shard_tag(ns.shard)
     results_dir = out / safe_name(ns.backend) / "results"
+    _check_output(out, results_dir.parent, ns.baseline)
     baseline = _load_json(ns.baseline, "baseline") if ns.baseline else None  # before the old report goes
     if not shard:
         # Nothing of an earlier run may stand beside this one's results: a run killed half-way
@@ -112,6 +213,12 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
         for stale in REPORT_FILES:
             (results_dir.parent / stale).unlink(missing_ok=True)
     results_dir.mkdir(parents=True, exist_ok=True)
+    profile_file: list[str] = []
+    if not is_builtin(profile, specs):  # claimed, a user's file, a selection: the sessions read its definition
+        definition = results_dir.parent / "logs" / "profile.json"
+        definition.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(definition, json.dumps(profile_definition(profile), indent=1))
+        profile_file = ["--conformance-profile-file", str(definition)]
     # A certify run started from inside a pytest-xdist worker (a CI test) must not inherit its
     # identity: pytest-benchmark disables itself wherever PYTEST_XDIST_WORKER is set.
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
@@ -127,6 +234,7 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
         ns.backend,
         "--profile",
         profile.name,
+        *profile_file,
         "--conformance-out",
         str(out),
         "-p",
@@ -151,6 +259,7 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
         budget_s=ns.budget,
     )
     workers = ["-n", str(ns.workers), "--max-worker-restart", str(MAX_WORKER_RESTARTS)] if ns.workers != "0" else ["-p", "no:xdist"]
+    interrupt = _interruptible()
     checks = supervisor.run_phase(
         f"checks{shard}",
         common
@@ -165,7 +274,8 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
         in_process=ns.workers == "0",
     )
     _say(checks)
-    if any(c.startswith("PERF-") for c in profile.clauses) and not ns.skip_perf and supervisor.budget_left():
+    perf_wanted = any(c.startswith("PERF-") for c in profile.clauses) and not ns.skip_perf
+    if perf_wanted and supervisor.budget_left() and not supervisor.interrupted:
         print("conformance: timing preprocess, init and execute (pytest-benchmark, no workers) ...", flush=True)
         perf = supervisor.run_phase(
             f"perf{shard}",
@@ -185,13 +295,37 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
         print(f"shard {ns.shard}: results in {', '.join(map(str, parts))}; {failing} failing. "
               f"Merge every shard's results with: python -m conformance merge {report_dir} <results files or dirs>")
         return EXIT_NOT_CERTIFIED if failing else EXIT_OK
+    if supervisor.interrupted:
+        print(f"conformance: the run was {supervisor.interrupted}: writing a partial report from the results so far "
+              "(press Ctrl-C again to abandon it)", file=sys.stderr, flush=True)
+    interrupt.restore()
     report = _supervised_report(report_dir, supervisor)
     if report is None:
-        return EXIT_NOT_CERTIFIED
+        return EXIT_INTERRUPTED if supervisor.interrupted else EXIT_NOT_CERTIFIED
     _print_summary(report, report_dir, time.perf_counter() - started)
+    if supervisor.interrupted:
+        return EXIT_INTERRUPTED
     if baseline is not None:
         return _gate(baseline, report, ns)
     return EXIT_OK if report["verdict"]["certified"] else EXIT_NOT_CERTIFIED
+
+
+class _interruptible:
+    """SIGTERM (a cancelled CI job) ends a run the way Ctrl-C does: the supervisor stops the running
+    session and a partial report is written from the results so far."""
+
+    def __init__(self):
+        import signal
+
+        def stop(signum, frame):
+            raise KeyboardInterrupt("stopped by SIGTERM")
+
+        self._previous = signal.signal(signal.SIGTERM, stop)
+
+    def restore(self) -> None:
+        import signal
+
+        signal.signal(signal.SIGTERM, self._previous)
 
 
 REPORT_TIMEOUT = 600
@@ -311,17 +445,36 @@ def build_and_write(report_dir: Path, specs) -> dict:
 
 
 def _print_summary(report: dict, report_dir: Path, seconds: float) -> None:
+    """The run's last words, reason first: what failed (by clause, then the first failures with
+    their replay), what is not supported, then the counts and where the reports are."""
     from tabulate import tabulate
+
+    from conformance.report import safe
 
     verdict = report["verdict"]
     print()
-    print(f"{'CERTIFIED' if verdict['certified'] else 'NOT CERTIFIED'}: {report['backend']['name']}: {verdict['text']}")
     print(tabulate(sorted(report["summary"]["counts"].items()), headers=["category", "count"], tablefmt="simple"))
-    if verdict["failing_clauses"]:
-        print("failing clauses:", ", ".join(verdict["failing_clauses"]))
     slow = sorted(report["results"], key=lambda r: -r.get("duration_s", 0))[:5]
     print("slowest checks:", ", ".join(f"{r['id']} {r.get('duration_s', 0):.1f}s" for r in slow))
+    by_id = {r["id"]: r for r in report["results"]}
+    failing = [by_id[i] for i in verdict.get("failing", []) if i in by_id]
+    if failing:
+        per_clause: dict[str, int] = {}
+        for r in failing:
+            per_clause[r["clause"]] = per_clause.get(r["clause"], 0) + 1
+        print("failing clauses:", ", ".join(f"{c} ({n})" for c, n in sorted(per_clause.items())))
+        for r in failing[:10]:
+            print(f"  {r['category']:17s} {r['id']}: {safe.plain(r.get('message') or '', 160)}")
+            if r.get("replay"):
+                print(f"  {'':17s} {r['replay']}")
+        if len(failing) > 10:
+            print(f"  ... and {len(failing) - 10} more in report.md")
+    unsupported = verdict.get("unsupported", [])
+    if unsupported:
+        shown = ", ".join(unsupported[:8]) + (f" and {len(unsupported) - 8} more" if len(unsupported) > 8 else "")
+        print(f"not supported but mandatory for profile {verdict['profile']}: {shown}")
     print(f"reports: {report_dir / 'report.json'}, report.md, report.html, junit.xml  ({seconds:.0f} s)")
+    print(f"{'CERTIFIED' if verdict['certified'] else 'NOT CERTIFIED'}: {report['backend']['name']}: {verdict['text']}")
 
 
 def report_command(ns: argparse.Namespace) -> int:
@@ -357,7 +510,10 @@ def replay(ns: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         raise UsageError(f"{directory} holds no saved example ({exc.filename} missing)") from None
     call = Call.from_json(saved["call"], arrays)
-    name = ns.backend or directory.parent.parent.name
+    from conformance.checks.test_numerics import REPLAY_BACKEND_FILE
+
+    recorded = directory.parent / REPLAY_BACKEND_FILE
+    name = ns.backend or (recorded.read_text(encoding="utf-8").strip() if recorded.is_file() else directory.parent.parent.name)
     backend = _backend_or_exit(name)
     spec = spec_module.load().op(call.op)
     print(f"backend: {backend.name}\ncall:    {call.describe()}\nsaved:   {saved['message']}")
@@ -459,19 +615,50 @@ def scoreboard_command(ns: argparse.Namespace) -> int:
 
 
 def list_command(ns: argparse.Namespace) -> int:
-    from conformance.discovery import available, entry_points
+    """Backends (entry points), profiles (with what they hold), and with --ops every spec'd op."""
+    from conformance import specs as spec_module
+    from conformance.discovery import DiscoveryError, available, entry_points
 
-    for name in available():
-        print(f"{name:32s} {entry_points()[name].value}")
+    specs = _load_specs()
+    if ns.ops:
+        for name, spec in sorted(specs.ops.items()):
+            print(f"{name:44s} {'core ' if spec.core else '     '}{','.join(spec.dtypes)}" + (f"  (also {', '.join(spec.edge)})" if spec.edge else ""))
+        return EXIT_OK
+    try:
+        found = available()
+    except DiscoveryError as exc:
+        raise UsageError(str(exc)) from None
+    print("backends (python -m conformance certify NAME):")
+    for name in found:
+        print(f"  {name:40s} {entry_points()[name].value}")
+    print("profiles (--profile NAME):")
+    for name, profile in specs.profiles.items():
+        pairs = sum(len(d) for d in profile.dtypes.values())
+        print(f"  {name:14s} {len(profile.clauses):3d} clauses, {len(profile.ops):3d} ops, {pairs:4d} op x dtype  {profile.description}")
+    print(f"  {spec_module.CLAIMED:14s} the contract clauses plus exactly the ops and dtypes the backend's manifest claims")
+    print("  FILE.toml[:NAME]  a profiles file of your own, in specs/profiles.toml's format (may extend the profiles above)")
+    print("narrow any profile with --ops aten.add.*,*conv* and --dtypes float32,int32; `list --ops` lists the ops")
     return EXIT_OK
 
 
 def parser() -> argparse.ArgumentParser:
+    from conformance import __version__
+
     p = argparse.ArgumentParser(prog="python -m conformance", description=__doc__.split("\n")[0])
+    p.add_argument("--version", action="version", version=f"torch-backend-conformance {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("certify", help="certify a backend and write reports/NAME/report.{json,md}")
     c.add_argument("backend", help="entry-point name (see `list`) or module:attr")
-    c.add_argument("--profile", default=None, help="certification profile (default: the backend's own, usually full)")
+    c.add_argument(
+        "--profile",
+        default=None,
+        help="certification profile: a name `list` shows, `claimed` (the ops the backend claims), or a profiles "
+        "file FILE.toml[:NAME] in specs/profiles.toml's format (default: the backend's own, usually full)",
+    )
+    c.add_argument("--ops", action="append", default=None, metavar="PATTERNS",
+                   help="only these ops of the profile: comma-separated names or patterns (aten.add.*, *conv*); repeatable")
+    c.add_argument("--dtypes", action="append", default=None, metavar="DTYPES",
+                   help="only these dtypes of the profile, comma-separated (float32,int32); repeatable")
     c.add_argument("--output", default="reports", help="directory for reports (default: reports)")
     c.add_argument("--hypothesis-profile", default=os.environ.get("HYPOTHESIS_PROFILE", "ci"), choices=["ci", "dev", "thorough"])
     c.add_argument("--workers", default="auto", help="pytest-xdist workers (default auto; 0 runs in-process, no crash isolation)")
@@ -502,7 +689,8 @@ def parser() -> argparse.ArgumentParser:
     sb = sub.add_parser("scoreboard", help="backends side by side from their report.json files")
     sb.add_argument("reports", nargs="+")
     sb.add_argument("--output", default="reports", help="directory for scoreboard.md/html (default: reports)")
-    sub.add_parser("list", help="list backends found through entry points")
+    ls = sub.add_parser("list", help="list backends found through entry points, and the profiles")
+    ls.add_argument("--ops", action="store_true", help="list every spec'd op with its dtypes (core: in torch's core ATen set)")
     return p
 
 
@@ -544,3 +732,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"conformance: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # `conformance list | head`: the reader left; nothing more to say
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK

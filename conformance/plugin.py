@@ -52,6 +52,12 @@ def pytest_addoption(parser):
     group = parser.getgroup("conformance", "backend conformance certification")
     group.addoption("--backend", action="append", default=[], help="backend to certify (entry-point name or module:attr); repeatable")
     group.addoption("--profile", default="full", help="certification profile from specs/profiles.toml (default: full)")
+    group.addoption(
+        "--conformance-profile-file",
+        default=None,
+        metavar="FILE",
+        help="the profile as a JSON definition (written by `certify` for a claimed, user-file or selected profile); overrides --profile",
+    )
     group.addoption("--conformance-out", default=None, help="directory for per-backend results documents")
     group.addoption("--conformance-tag", default="run", help="name of this run's results file (results/<tag>.json)")
     group.addoption(
@@ -89,7 +95,11 @@ class _State:
 
         self.config = config
         self.specs = specs.load()
-        self.profile = self.specs.profile(config.getoption("profile"))
+        definition = config.getoption("conformance_profile_file")
+        if definition:
+            self.profile = specs.profile_from_definition(json.loads(Path(definition).read_text(encoding="utf-8")), self.specs)
+        else:
+            self.profile = self.specs.profile(config.getoption("profile"))
         self.names: list[str] = list(config.getoption("backend"))
         self.backends: dict[str, Any] = {}
         self.records: dict[str, dict] = {}  # nodeid -> record (controller side)
@@ -577,6 +587,22 @@ class _Collector:
             st.ignore_crash.discard(report.nodeid)
         elif report.failed and "crashed while running" in str(report.longrepr):
             _record_lost_worker(st, report)
+
+    def pytest_report_teststatus(self, report, config):
+        """pytest's progress letters and closing line in the harness's words (PASS, MISMATCH,
+        NOT_SUPPORTED ...), so they agree with the report; a check's failure is told by the
+        harness's summary, not by pytest's traceback of the harness."""
+        props = dict(report.user_properties)
+        if RESULT_KEY not in props:
+            return None
+        try:
+            category = Category(transport.decode(props[RESULT_KEY])["category"])
+        except Exception:
+            return None
+        letter = {Category.PASS: ".", Category.NOT_SUPPORTED: "n", Category.NOT_APPLICABLE: "a", Category.SKIP: "s"}.get(
+            category, "F" if category.is_failure else "E"
+        )
+        return category.value, letter, category.value
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem, report, sched):

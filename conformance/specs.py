@@ -14,7 +14,7 @@ import functools
 import hashlib
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -390,14 +390,19 @@ def _load_ops(path: Path) -> list[OpSpec]:
     return out
 
 
-def _load_profiles(path: Path, clauses: Mapping[str, Clause], ops: Mapping[str, OpSpec]) -> dict[str, Profile]:
+def _load_profiles(
+    path: Path, clauses: Mapping[str, Clause], ops: Mapping[str, OpSpec], known: Mapping[str, Profile] | None = None
+) -> dict[str, Profile]:
+    """The profiles of a profiles.toml; ``known`` (the spec's own) may be extended by a user's file."""
     data = _read(path)
     _no_extra(str(path), data, {"profile"})
     out: dict[str, Profile] = {}
     for name, body in _expect(str(path), data, "profile", dict).items():
         where = f"{path}: profile {name}"
+        if not isinstance(body, dict):
+            raise SpecError(f"{where}: must be a table ([profile.{name}])")
         _no_extra(where, body, {"description", "clauses", "ops", "dtypes", "extends"})
-        base = out.get(body["extends"]) if "extends" in body else None
+        base = (out.get(body["extends"]) or (known or {}).get(body["extends"])) if "extends" in body else None
         if "extends" in body and base is None:
             raise SpecError(f"{where}: extends {body['extends']!r}, which is not defined above it")
         clause_ids = list(base.clauses) if base else []
@@ -454,5 +459,149 @@ def _select_ops(where: str, value: list | str, ops: Mapping[str, OpSpec]) -> lis
         raise SpecError(f"{where}: ops must be 'all', 'core' or a list of op names")
     unknown = [o for o in value if o not in ops]
     if unknown:
-        raise SpecError(f"{where}: unknown op(s) {unknown}")
+        raise SpecError(f"{where}: unknown op(s) {', '.join(with_suggestion(o, ops) for o in unknown)}")
     return list(value)
+
+
+def with_suggestion(name: str, known: Iterable[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(str(name), list(known), n=1, cutoff=0.8)
+    return f"{name!r} (did you mean {close[0]}?)" if close else repr(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Profiles beyond profiles.toml: the backend's claims, a user's file, a selection
+
+
+CLAIMED = "claimed"
+"""The profile of exactly what the backend's manifest claims (op x dtype), plus the contract clauses."""
+
+
+def profile_definition(profile: Profile) -> dict[str, Any]:
+    """A profile as data (carried in a report whose profile is not one of the spec's own)."""
+    return {
+        "name": profile.name,
+        "description": profile.description,
+        "clauses": list(profile.clauses),
+        "ops": {op: list(profile.dtypes.get(op, ())) for op in profile.ops},
+    }
+
+
+def profile_from_definition(definition: Mapping[str, Any], specs: Specs) -> Profile:
+    """The inverse of ``profile_definition``, checked against the spec (SpecError otherwise)."""
+    where = f"profile definition {definition.get('name')!r}" if isinstance(definition, Mapping) else "profile definition"
+    if not isinstance(definition, Mapping):
+        raise SpecError(f"{where}: must be an object")
+    _no_extra(where, definition, {"name", "description", "clauses", "ops"})
+    name = _expect(where, definition, "name", str)
+    clause_ids = _expect(where, definition, "clauses", list)
+    unknown = [c for c in clause_ids if c not in specs.clauses]
+    if unknown:
+        raise SpecError(f"{where}: unknown clause(s) {unknown}")
+    op_map = _expect(where, definition, "ops", dict)
+    ops_known = specs.ops
+    bad = [o for o in op_map if o not in ops_known]
+    if bad:
+        raise SpecError(f"{where}: unknown op(s) {', '.join(with_suggestion(o, ops_known) for o in bad)}")
+    dtypes = {}
+    for op, wanted in op_map.items():
+        if not isinstance(wanted, list) or any(d not in ops_known[op].dtypes for d in wanted):
+            raise SpecError(f"{where}: {op}: dtypes must be a list of {list(ops_known[op].dtypes)}, got {wanted!r}")
+        dtypes[op] = tuple(d for d in ops_known[op].dtypes if d in wanted)
+    return Profile(name, _expect(where, definition, "description", str, ""), tuple(clause_ids), tuple(op_map), MappingProxyType(dtypes))
+
+
+def claimed_profile(specs: Specs, claims: Mapping[str, Any], base: Profile) -> Profile:
+    """Every op x dtype ``claims`` (a manifest's ops: name -> dtypes or "*") names that the spec
+    specifies, with ``base``'s clauses: a first certification of a backend that covers a few ops.
+    A claim of an op the spec does not know is a SpecError (a typo would otherwise drop the op)."""
+    unknown = []
+    dtypes: dict[str, tuple[str, ...]] = {}
+    for name, claimed in claims.items():
+        try:
+            core = specs.op(name).name
+        except KeyError:
+            unknown.append(name)
+            continue
+        spec_dtypes = specs.ops[core].dtypes
+        wanted = spec_dtypes if claimed == "*" else tuple(claimed)
+        have = set(dtypes.get(core, ())) | {d for d in wanted if d in spec_dtypes}
+        dtypes[core] = tuple(d for d in spec_dtypes if d in have)
+    if unknown:
+        raise SpecError(
+            "the backend's manifest claims op(s) no spec names: "
+            + ", ".join(with_suggestion(o, specs.all_op_names()) for o in sorted(unknown))
+            + " (spell them as ATen overloads, e.g. aten.add.Tensor; `python -m conformance list --ops` lists them)"
+        )
+    clauses = tuple(c for c in base.clauses if not c.startswith("NUM-")) + tuple(c for c in specs.clauses if c.startswith("NUM-"))
+    ops = tuple(op for op in sorted(dtypes) if dtypes[op])
+    return Profile(
+        CLAIMED,
+        f"The contract clauses of profile {base.name} plus the numerics of exactly the {len(ops)} op(s) the manifest claims, in the dtypes it claims.",
+        clauses,
+        ops,
+        MappingProxyType({op: dtypes[op] for op in ops}),
+    )
+
+
+def profiles_from_file(path: str | Path, specs: Specs) -> dict[str, Profile]:
+    """A user's profiles file, in profiles.toml's format; its profiles may extend the spec's."""
+    return _load_profiles(Path(path), specs.clauses, specs.ops, known=specs.profiles)
+
+
+def narrowed(profile: Profile, specs: Specs, ops: Sequence[str] | None, dtypes: Sequence[str] | None) -> Profile:
+    """``profile`` with its numerics limited to the ops matching ``ops`` (names or fnmatch patterns,
+    e.g. aten.add.* or *conv*) and the dtypes in ``dtypes``; the contract clauses stay."""
+    import fnmatch
+
+    selected = list(profile.ops)
+    if ops:
+        patterns = [p.strip() for p in ops if p.strip()]
+        selected = [op for op in selected if any(fnmatch.fnmatchcase(n, p) for p in patterns for n in specs.ops[op].names)]
+        unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(n, p) for op in profile.ops for n in specs.ops[op].names)]
+        if unmatched:
+            raise SpecError(
+                f"--ops: {', '.join(with_suggestion(p, specs.all_op_names()) for p in unmatched)} "
+                f"match(es) no op of profile {profile.name}"
+            )
+    if dtypes:
+        unknown = [d for d in dtypes if d not in DTYPE_NAMES]
+        if unknown:
+            raise SpecError(f"--dtypes: unknown dtype(s) {unknown}; known: {', '.join(DTYPE_NAMES)}")
+    table = {op: tuple(d for d in profile.dtypes.get(op, ()) if not dtypes or d in dtypes) for op in selected}
+    table = {op: ds for op, ds in table.items() if ds}
+    if not table and (ops or dtypes):
+        raise SpecError(f"--ops/--dtypes select no op x dtype of profile {profile.name}")
+    parts = [f"ops {','.join(ops)}" if ops else "", f"dtypes {','.join(dtypes)}" if dtypes else ""]
+    label = "; ".join(p for p in parts if p)
+    return Profile(
+        f"{profile.name}[{label}]",
+        f"{profile.description} Selected: {label}.",
+        profile.clauses,
+        tuple(table),
+        MappingProxyType(table),
+    )
+
+
+def check_signatures(specs: Specs) -> None:
+    """Every op spec names a signature the strategies define (SpecError naming the file otherwise):
+    checked before a run, not found half-way as a HARNESS_ERROR."""
+    import difflib
+
+    from conformance.strategies import known_signatures
+
+    known = known_signatures()
+    bad = [spec for spec in specs.ops.values() if spec.signature not in known]
+    if bad:
+        first = bad[0]
+        raise SpecError(
+            f"{first.source}: signature {first.signature!r} is not defined"
+            + (f" (did you mean {hint[0]}?)" if (hint := difflib.get_close_matches(first.signature, sorted(known), n=1)) else "")
+            + f"; known: {', '.join(sorted(known))}"
+            + (f"; {len(bad) - 1} more op(s) name an undefined signature" if len(bad) > 1 else "")
+        )
+
+
+def is_builtin(profile: Profile, specs: Specs) -> bool:
+    return specs.profiles.get(profile.name) == profile

@@ -56,6 +56,7 @@ class PhaseOutcome:
     """Checks the supervisor recorded itself (a session died or was killed in them)."""
     not_run: list[str] = field(default_factory=list)
     budget_spent: bool = False
+    interrupted: bool = False
     notes: list[str] = field(default_factory=list)
 
 
@@ -67,6 +68,8 @@ class Supervisor:
         self.hard_timeout = hard_timeout
         self.deadline = deadline  # time.monotonic() by which everything must have ended
         self.budget_s = budget_s
+        self.interrupted: str | None = None
+        """Why the run was stopped (Ctrl-C, SIGTERM): no session starts after it."""
 
     def budget_left(self) -> bool:
         return self.deadline is None or time.monotonic() < self.deadline
@@ -78,6 +81,9 @@ class Supervisor:
         only: list[str] | None = None
         header_tag = tag
         for round_ in range(MAX_ROUNDS):
+            if self.interrupted:
+                outcome.interrupted = True
+                break
             if not self.budget_left():
                 outcome.budget_spent = True
                 break
@@ -93,6 +99,9 @@ class Supervisor:
             complete_documents(self.results_dir)
             done = self._done(tag)
             left = [nodeid for nodeid in plan if nodeid not in done]
+            if self.interrupted:
+                outcome.interrupted = True
+                break
             if not left or not plan:
                 if not plan and status not in (0, 1, 5):
                     outcome.notes.append(f"the {tag} session ended with pytest exit status {status} before it collected any check")
@@ -107,7 +116,13 @@ class Supervisor:
             only = left
         else:
             outcome.notes.append(f"gave up after {MAX_ROUNDS} sessions")
-        if outcome.budget_spent or not self.budget_left():
+        if outcome.interrupted:
+            left = [nodeid for nodeid in plan if nodeid not in self._done(tag)]
+            if left:
+                self._record(tag, header_tag, {n: plan[n] for n in left}, Category.SKIP,
+                             f"not run: the run was {self.interrupted}; the report holds the results so far")
+                outcome.not_run += left
+        elif outcome.budget_spent or not self.budget_left():
             outcome.budget_spent = True
             left = [nodeid for nodeid in plan if nodeid not in self._done(tag)]
             if left:
@@ -141,36 +156,46 @@ class Supervisor:
             )
             outcome.sessions += 1
             killed: dict[str, tuple[int, float]] = {}
-            finished_at = None
-            while proc.poll() is None:
-                time.sleep(0.2)
-                now = time.time()
-                for info in supervision.running(run_dir):
-                    margin = 0.0 if info["pid"] == proc.pid else WORKER_MARGIN_S
-                    elapsed = now - info["start"]
-                    if elapsed > self.hard_timeout + margin and info["nodeid"] not in killed:
-                        killed[info["nodeid"]] = (info["pid"], elapsed)
-                        supervision.kill(info["pid"])
-                if not self.budget_left():
-                    _kill_group(proc)
-                    outcome.budget_spent = True
-                    break
-                if finished_at is None and (self.results_dir / f"{session_tag}.json").exists():
-                    finished_at = time.monotonic()
-                elif finished_at is not None and time.monotonic() - finished_at > EXIT_GRACE_S:
-                    outcome.notes.append(
-                        f"the {session_tag} session wrote its results but its process was still alive "
-                        f"{EXIT_GRACE_S:.0f} s later (threads left running?); it was killed"
-                    )
-                    _kill_group(proc)
-                    break
+            try:
+                self._watch(proc, run_dir, session_tag, killed, outcome)
+            except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM turned into it by the CLI
+                self.interrupted = str(exc) or "interrupted (Ctrl-C)"
+                outcome.interrupted = True
+                _kill_group(proc)
             status = proc.wait()
         finally:
             if out is not None:
                 out.close()
         outcome.exit_statuses.append(status)
-        lost = [] if outcome.budget_spent else self._record_lost(session_tag, run_dir, proc.pid, status, killed)
+        lost = [] if outcome.budget_spent or outcome.interrupted else self._record_lost(session_tag, run_dir, proc.pid, status, killed)
         return status, run_dir, lost
+
+    def _watch(self, proc, run_dir: Path, session_tag: str, killed: dict, outcome: PhaseOutcome) -> None:
+        """Until the session ends: kill a check's process past the hard timeout, the session when the
+        budget is spent or when it outlives its results by EXIT_GRACE_S."""
+        finished_at = None
+        while proc.poll() is None:
+            time.sleep(0.2)
+            now = time.time()
+            for info in supervision.running(run_dir):
+                margin = 0.0 if info["pid"] == proc.pid else WORKER_MARGIN_S
+                elapsed = now - info["start"]
+                if elapsed > self.hard_timeout + margin and info["nodeid"] not in killed:
+                    killed[info["nodeid"]] = (info["pid"], elapsed)
+                    supervision.kill(info["pid"])
+            if not self.budget_left():
+                _kill_group(proc)
+                outcome.budget_spent = True
+                return
+            if finished_at is None and (self.results_dir / f"{session_tag}.json").exists():
+                finished_at = time.monotonic()
+            elif finished_at is not None and time.monotonic() - finished_at > EXIT_GRACE_S:
+                outcome.notes.append(
+                    f"the {session_tag} session wrote its results but its process was still alive "
+                    f"{EXIT_GRACE_S:.0f} s later (threads left running?); it was killed"
+                )
+                _kill_group(proc)
+                return
 
     def _record_lost(self, session_tag, run_dir, session_pid, status, killed) -> list[str]:
         """Records for the checks the session's own process died or was killed in. A check a worker

@@ -77,15 +77,26 @@ def _replay_dir(config, backend_name: str, op: str, dtype: str) -> Path:
 
     out = config.getoption("conformance_out")
     root = Path(out) if out else Path(config.rootpath) / ".conformance-replays"
-    return root / safe_name(backend_name) / "replays" / safe_name(f"NUM-001-{op}-{dtype}")
+    replays = root / safe_name(backend_name) / "replays"
+    return replays / safe_name(f"NUM-001-{op}-{dtype}")
+
+
+def _record_backend(replay_dir: Path, backend_name: str) -> None:
+    """replays/backend.txt: the backend as certify was given it (an entry-point name or a
+    ``path.py:attr``), which ``replay`` loads when not told --backend (the directory name is a
+    sanitized copy of it, not loadable for a path)."""
+    marker = replay_dir.parent / REPLAY_BACKEND_FILE
+    if not marker.exists():
+        marker.write_text(backend_name + "\n", encoding="utf-8")
 
 
 class _Case:
     """Runs drawn calls of one op x dtype through eager, the reference and the backend, and keeps count."""
 
-    def __init__(self, backend, spec, op: str, dtype: str, claimed: bool, replay_dir: Path, result):
+    def __init__(self, backend, spec, op: str, dtype: str, claimed: bool, replay_dir: Path, result, requested: str | None = None):
         self.backend, self.spec, self.op, self.dtype, self.claimed = backend, spec, op, dtype, claimed
         self.replay_dir, self.result = replay_dir, result
+        self.requested = requested or backend.name  # the backend as certify was given it
         self.driver = Driver(backend)
         self.worst: dict = {}
         self.compared = 0
@@ -123,14 +134,14 @@ class _Case:
                 # every example the backend takes. A claimed op's undeclared refusal fails it at the end.
                 self._refusal(call, where, exc.message, program, expected)
                 return None
-            _save(self.replay_dir, call, program.inputs, expected, None, None, exc.message)
+            _save(self.replay_dir, call, program.inputs, expected, None, None, exc.message, self.requested)
             raise CheckFailure(exc.category, f"{where}{call.describe()}: {exc.message}", stats=exc.stats, stage=exc.stage) from exc
         self._timed(started)
         cmps = self._comparisons(ran.outputs, expected)
         for i, (cmp, _) in enumerate(cmps):
             if not cmp.ok:
                 message = f"{where}{call.describe()} output {i}: {cmp.message}"
-                _save(self.replay_dir, call, program.inputs, expected, ran.outputs, ran.preprocess_result.processed_bytes, message)
+                _save(self.replay_dir, call, program.inputs, expected, ran.outputs, ran.preprocess_result.processed_bytes, message, self.requested)
                 raise CheckFailure(Category.MISMATCH, message, stats={**cmp.stats(), "case": label, "layout": layout})
         self._taken(call, cmps)
         return expected, program
@@ -221,7 +232,7 @@ class _Case:
             self.declared += 1
             return
         if not self.refused:
-            _save(self.replay_dir, call, program.inputs, expected, None, None, message)
+            _save(self.replay_dir, call, program.inputs, expected, None, None, message, self.requested)
         self.refused.append(f"{where}{message}")
 
     def refusal_summary(self) -> str:
@@ -315,7 +326,8 @@ def test_NUM_001_matches_reference(backend, result, op, dtype, specs, request):
     claimed = backend.manifest.claims(op, dtype)
     result.set(op=op, dtype=dtype)
     result.stats(claimed=claimed)
-    case = _Case(backend, spec, op, dtype, claimed, _replay_dir(request.config, request.node.callspec.params.get("backend", backend.name), op, dtype), result)
+    requested = request.node.callspec.params.get("backend", backend.name)
+    case = _Case(backend, spec, op, dtype, claimed, _replay_dir(request.config, requested, op, dtype), result, requested)
     strategy = calls(spec, dtype, op)
     current = settings()
     limit = min(current.max_examples, spec.max_examples or current.max_examples)
@@ -469,9 +481,14 @@ def _reference(call) -> list[np.ndarray]:
     return [np.array(o, order="C", copy=True) for o in (out if isinstance(out, (tuple, list)) else (out,))]  # 0-d stays 0-d
 
 
-def _save(directory: Path, call, inputs, expected, actual, blob, message: str) -> None:
+REPLAY_BACKEND_FILE = "backend.txt"
+
+
+def _save(directory: Path, call, inputs, expected, actual, blob, message: str, backend_name: str | None = None) -> None:
     """The failing example as files: call.json + arrays.npz (+ blob.bin), for ``conformance replay``."""
     directory.mkdir(parents=True, exist_ok=True)
+    if backend_name:
+        _record_backend(directory, backend_name)
     arrays = {}
     tensors = call.tensors()
     for i, t in enumerate(tensors):

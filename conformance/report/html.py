@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from conformance.report import safe
-from conformance.report.markdown import op_dtype_matrix, performance_table
+from conformance.report.markdown import op_dtype_matrix, performance_gaps, performance_table
 from conformance.results import COLOURS, FAILURES, INCONCLUSIVE, Category
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
@@ -239,6 +239,13 @@ td.cell .pop { position: absolute; left: 0; top: 22px; z-index: 10; width: 440px
   background: #fff; color: var(--fg); border: 1px solid #8c959f; border-radius: 6px; padding: 8px 10px;
   box-shadow: 0 6px 18px rgba(0,0,0,.18); text-align: left; font-weight: 400; }
 td.cell .pop .head { font-weight: 600; margin-bottom: 4px; font-family: inherit; }
+#failures-table { table-layout: fixed; }
+#failures-table th:nth-child(1) { width: 24%; }
+#failures-table th:nth-child(2) { width: 130px; }
+#failures-table th:nth-child(4) { width: 16%; }
+#failures-table td { overflow-wrap: anywhere; vertical-align: top; }
+#failures-table code { display: block; white-space: pre-wrap; overflow-wrap: anywhere; font-size: 12px; }
+#failures-table a.artifact { font-size: 12px; margin-right: 8px; }
 #clause-table { table-layout: fixed; }
 #clause-table th:nth-child(1) { width: 27%; }
 #clause-table th:nth-child(2) { width: 27%; }
@@ -269,10 +276,12 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None) 
     verdict = report.get("verdict") or {}
     state = verdict_state(verdict)
     title = f"{'CERTIFIED' if state == 'certified' else 'NOT CERTIFIED'}: {backend.get('name', '?')} {backend.get('version', '')}"
+    failures = _failures_first(report)
     body = [
         "<main>",
         _verdict(report, state),
-        _toc(),
+        _toc(has_failures=bool(failures)),
+        failures,
         _counts(report),
         _failing_clauses(report, clauses),
         _matrix(report),
@@ -297,10 +306,64 @@ VERDICT_BADGES = {"certified": "CERTIFIED", "failed": "NOT CERTIFIED", "incomple
 
 
 def verdict_state(verdict: Mapping[str, Any]) -> str:
-    """certified; failed (a failing clause); or incomplete (inconclusive or not run, nothing failing)."""
+    """certified; failed (a failing check, or a mandatory op x dtype not supported); or incomplete
+    (inconclusive or not run, nothing failing)."""
     if verdict.get("certified"):
         return "certified"
-    return "failed" if verdict.get("failing_clauses") else "incomplete"
+    return "failed" if verdict.get("failing_clauses") or verdict.get("unsupported") else "incomplete"
+
+
+MAX_FAILURES_FIRST = 25
+
+
+def _artifact_link(replay: str) -> str:
+    """The replay directory of a failure relative to report.html (replays/<name>/ beside it), or ""."""
+    path = str(replay).split(" ")[-1]
+    _, sep, tail = path.rpartition("/replays/")
+    tail = tail.strip("/")
+    return f"replays/{tail}/" if sep and re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9._-]*", tail) and ".." not in tail else ""
+
+
+def _failures_first(report: Mapping[str, Any]) -> str:
+    """The failures, before anything else: check, category, message, the inputs it failed on, the
+    command that replays it and the saved arrays and call."""
+    verdict = report.get("verdict") or {}
+    failing = set(verdict.get("failing") or ())
+    rows = [r for r in report.get("results") or [] if r.get("id") in failing or (is_failure(r.get("category")) and not failing)]
+    if not rows:
+        return ""
+    out = ['<section id="failures"><h2>Failures</h2>']
+    body = []
+    for r in rows[:MAX_FAILURES_FIRST]:
+        stats = r.get("stats") or {}
+        inputs = ", ".join(
+            f"{k} {esc(v if not isinstance(v, list) else list(v))}" for k, v in (
+                ("case", stats.get("case")), ("dtype", stats.get("dtype") or r.get("dtype")),
+                ("shape", stats.get("shape")), ("layout", stats.get("layout")),
+            ) if v not in (None, "", [])
+        )
+        worst = ""
+        if "expected_at_worst" in stats:
+            worst = f"<br>worst at {esc(stats.get('worst_index'))}: got {esc(stats.get('actual_at_worst'))}, expected {esc(stats.get('expected_at_worst'))}"
+        replay = r.get("replay") or ""
+        link = _artifact_link(replay)
+        artifacts = (f' <a class="artifact" href="{esc(link)}call.json">call.json</a> '
+                     f'<a class="artifact" href="{esc(link)}arrays.npz">arrays.npz</a>') if link else ""
+        body.append(
+            f'<tr data-id="{esc(r.get("id", ""))}"><td class="mono">{esc(r.get("id", ""))}</td>'
+            f'<td class="nowrap">{esc(r.get("category", ""))}</td>'
+            f'<td>{esc(shorten(str(r.get("message") or ""), 400))}{worst}</td>'
+            f"<td>{inputs}</td>"
+            f'<td>{f"<code>{esc(replay)}</code>" if replay else ""}{artifacts}</td></tr>'
+        )
+    out.append(
+        '<table class="grid" id="failures-table"><thead><tr><th>check</th><th>category</th><th>message</th>'
+        "<th>inputs</th><th>replay</th></tr></thead><tbody>" + "".join(body) + "</tbody></table>"
+    )
+    if len(rows) > MAX_FAILURES_FIRST:
+        out.append(f"<p>... and {len(rows) - MAX_FAILURES_FIRST} more in the clause table below and in report.json.</p>")
+    out.append("</section>")
+    return "\n".join(out)
 
 
 def _verdict(report: Mapping[str, Any], state: str) -> str:
@@ -327,15 +390,17 @@ def _verdict(report: Mapping[str, Any], state: str) -> str:
         f'<h1 class="what"><span id="backend-name">{esc(backend.get("name", "?"))}</span> '
         f'<span class="label">version</span> <span id="backend-version">{esc(backend.get("version", "?"))}</span></h1>'
         f'<div class="text" id="verdict-text">{esc(verdict.get("text", ""))}</div>'
-        f"<dl>{rows}</dl>"
+        + (f'<div class="text" id="partial"><b>Partial run</b>: {esc(run["partial"])}.</div>' if run.get("partial") else "")
+        + f"<dl>{rows}</dl>"
         "</header>"
     )
 
 
-def _toc() -> str:
+def _toc(has_failures: bool = False) -> str:
     links = [
+        *([("failures", "Failures")] if has_failures else []),
         ("counts", "Counts"),
-        ("failing-clauses", "Failing clauses"),
+        ("failing-clauses", "Why not certified" if has_failures else "Failing clauses"),
         ("matrix", "Operators × dtypes"),
         ("clauses", "Clauses"),
         ("performance", "Performance"),
@@ -405,16 +470,17 @@ def _clause_meaning(clause_id: str, clauses: Mapping[str, Any] | None) -> tuple[
 def _failing_clauses(report: Mapping[str, Any], clauses: Mapping[str, Any] | None) -> str:
     verdict = report.get("verdict") or {}
     failing = list(verdict.get("failing_clauses") or [])
+    unsupported = list(verdict.get("unsupported") or [])
     inconclusive = list(verdict.get("inconclusive") or [])
     not_run = list(verdict.get("not_run") or [])
-    out = ['<section id="failing-clauses"><h2>Failing clauses</h2>']
-    if not (failing or inconclusive or not_run):
+    out = ['<section id="failing-clauses"><h2>Why not certified</h2>' if not verdict.get("certified") else '<section id="failing-clauses"><h2>Failing clauses</h2>']
+    if not (failing or unsupported or inconclusive or not_run):
         out.append('<p id="no-failing-clauses">None: every mandatory check passed.</p></section>')
         return "\n".join(out)
     by_clause: dict[str, list[Mapping[str, Any]]] = {}
-    against = {c.value for c in FAILURES} | {Category.NOT_SUPPORTED.value}
+    failing_ids = set(verdict.get("failing") or ())
     for r in report.get("results") or []:
-        if r.get("mandatory") and r.get("category") in against:
+        if r.get("id") in failing_ids or (not failing_ids and r.get("mandatory") and is_failure(r.get("category"))):
             by_clause.setdefault(r.get("clause") or "?", []).append(r)
     if failing:
         rows = []
@@ -430,6 +496,16 @@ def _failing_clauses(report: Mapping[str, Any], clauses: Mapping[str, Any] | Non
         out.append(
             '<table class="grid" id="failing-clause-table"><thead><tr><th>clause</th><th>what must hold</th>'
             "<th>failing</th><th>where</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+        )
+    if unsupported:
+        way_out = "" if str(verdict.get("profile", "")).startswith("claimed") else (
+            " To certify only what the backend claims, run with <code>--profile claimed</code> (or a profiles file of your own)."
+        )
+        shown = "".join(f'<li class="mono">{esc(i)}</li>' for i in unsupported)
+        out.append(
+            f'<details id="unsupported"{" open" if len(unsupported) <= 12 else ""}><summary><b>Mandatory, not supported</b>: '
+            f"{len(unsupported)} op x dtype(s) the backend refused cleanly (NOT_SUPPORTED): not a failure of a check, "
+            f"but profile {esc(verdict.get('profile', ''))} requires them.{way_out}</summary><ul>{shown}</ul></details>"
         )
     for key, label, items in (
         ("inconclusive", "Inconclusive (the harness or the reference is at fault; the verdict stays open)", inconclusive),
@@ -581,9 +657,14 @@ def clause_key(clause: Any) -> tuple:
 
 def _performance(report: Mapping[str, Any]) -> str:
     rows = performance_table(report)
+    gaps = performance_gaps(report)
     out = ['<section id="performance"><h2>Performance</h2>']
+    if gaps:
+        out.append(f'<p id="perf-gaps">{esc(gaps)}</p>')
     if not rows:
-        out.append('<p id="perf-empty">No performance results (the performance session was skipped or measured nothing).</p></section>')
+        if not gaps:
+            out.append('<p id="perf-empty">No performance results (the performance session was skipped or measured nothing).</p>')
+        out.append("</section>")
         return "\n".join(out)
     out.append(
         '<p class="muted">Median time of the backend divided by the reference backend and by PyTorch eager, '

@@ -1,9 +1,14 @@
 """report.json -> JUnit XML, so any CI shows the results natively. A pure function.
 
 One <testsuite> per clause family; one <testcase> per result, classname
-``conformance.<family>.<clause>``. Failures of the backend are <failure>,
-inconclusive results (harness or reference at fault) are <error>, and results
-that did not run or were refused cleanly are <skipped> with their category.
+``conformance.<family>.<clause>``. Failures of the backend are <failure>, and so is
+a clean refusal (NOT_SUPPORTED) of a check the profile makes mandatory: it keeps the
+backend from being certified. Inconclusive results (harness or reference at fault)
+are <error>; results that did not run, or were refused cleanly and are not
+mandatory, are <skipped> with their category. A last suite, ``<backend>.VERDICT``,
+holds one testcase, the certification itself, failed when the run is not certified,
+so a CI test view agrees with the exit code. Every suite carries the verdict, the
+profile, the spec digest and the report's integrity hash as properties.
 """
 
 from __future__ import annotations
@@ -19,6 +24,21 @@ from conformance.results import FAILURES, INCONCLUSIVE, Category
 _SKIPPED = {Category.NOT_SUPPORTED, Category.NOT_APPLICABLE, Category.SKIP, Category.XFAIL}
 INTEGRITY_PROPERTY = "conformance.report.sha256"
 """A property of every <testsuite>: which report.json this rendering shows (``verify`` compares them)."""
+VERDICT_SUITE = "VERDICT"
+
+
+def _properties(parent, report: Mapping[str, Any], integrity: str) -> None:
+    verdict = report.get("verdict") or {}
+    properties = ET.SubElement(parent, "properties")
+    for name, value in (
+        (INTEGRITY_PROPERTY, integrity),
+        ("conformance.certified", str(bool(verdict.get("certified"))).lower()),
+        ("conformance.verdict", safe.plain(verdict.get("text") or "")),
+        ("conformance.profile", safe.plain(verdict.get("profile") or (report.get("spec") or {}).get("profile") or "")),
+        ("conformance.spec.digest", str((report.get("spec") or {}).get("digest") or "")),
+        ("conformance.harness.version", str((report.get("harness") or {}).get("version") or "")),
+    ):
+        ET.SubElement(properties, "property", name=name, value=value)
 
 
 def render(report: Mapping[str, Any]) -> str:
@@ -32,8 +52,7 @@ def render(report: Mapping[str, Any]) -> str:
     for family in sorted(by_family):
         results = by_family[family]
         suite = ET.SubElement(suites, "testsuite", name=f"{backend}.{family}")
-        properties = ET.SubElement(suite, "properties")
-        ET.SubElement(properties, "property", name=INTEGRITY_PROPERTY, value=integrity)
+        _properties(suite, report, integrity)
         counts = {"tests": len(results), "failures": 0, "errors": 0, "skipped": 0}
         time_total = 0.0
         for r in results:
@@ -48,7 +67,11 @@ def render(report: Mapping[str, Any]) -> str:
                 time=f"{duration:.3f}",
             )
             message = safe.plain(r.get("message") or "")
-            if category in FAILURES:
+            if category is Category.NOT_SUPPORTED and r.get("mandatory"):
+                counts["failures"] += 1
+                node = ET.SubElement(case, "failure", type=category.value, message=f"mandatory and not supported: {message}"[:500])
+                node.text = _details(r)
+            elif category in FAILURES:
                 counts["failures"] += 1
                 node = ET.SubElement(case, "failure", type=category.value, message=message[:500])
                 node.text = _details(r)
@@ -63,8 +86,19 @@ def render(report: Mapping[str, Any]) -> str:
             suite.set(key, str(value))
             totals[key] += value
         suite.set("time", f"{time_total:.3f}")
-    if not by_family:  # no suite to carry the property: the root carries it
-        ET.SubElement(ET.SubElement(suites, "properties"), "property", name=INTEGRITY_PROPERTY, value=integrity)
+    verdict = report.get("verdict") or {}
+    suite = ET.SubElement(suites, "testsuite", name=f"{backend}.{VERDICT_SUITE}", tests="1", time="0.000")
+    _properties(suite, report, integrity)
+    case = ET.SubElement(suite, "testcase", classname=f"conformance.{VERDICT_SUITE}", name=f"certified for profile {verdict.get('profile', '?')}", time="0.000")
+    failed = not verdict.get("certified")
+    if failed:
+        node = ET.SubElement(case, "failure", type="NOT_CERTIFIED", message=safe.plain(verdict.get("text") or "")[:500])
+        node.text = _verdict_details(verdict)
+    suite.set("failures", "1" if failed else "0")
+    suite.set("errors", "0")
+    suite.set("skipped", "0")
+    totals["tests"] += 1
+    totals["failures"] += int(failed)
     for key, value in totals.items():
         suites.set(key, str(value))
     ET.indent(suites)
@@ -79,6 +113,15 @@ def embedded_hash(text: str) -> str | None:
         return None
     found = {p.get("value") for p in root.iter("property") if p.get("name") == INTEGRITY_PROPERTY}
     return found.pop() if len(found) == 1 else None
+
+
+def _verdict_details(verdict: Mapping[str, Any]) -> str:
+    lines = [safe.plain(verdict.get("text") or "")]
+    for key, label in (("failing", "failing"), ("unsupported", "mandatory, not supported"), ("inconclusive", "inconclusive"), ("not_run", "not run")):
+        items = list(verdict.get(key) or ())
+        if items:
+            lines.append(f"{label} ({len(items)}): {', '.join(items[:40])}{' ...' if len(items) > 40 else ''}")
+    return "\n".join(safe.plain(line) for line in lines)
 
 
 def _details(r: Mapping[str, Any]) -> str:

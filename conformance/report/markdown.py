@@ -50,6 +50,8 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
         f"hypothesis profile `{report['run']['hypothesis_profile']}`",
         "",
     ]
+    if report["run"].get("partial"):
+        lines += [f"> ⚠️ **Partial run**: {_cell(report['run']['partial'])}. The results below are those it finished.", ""]
     counts = summary["counts"]
     lines += [
         "## Results",
@@ -66,14 +68,34 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
         f"{summary['numerics']['dtypes']} dtypes.",
         "",
     ]
-    if verdict["failing_clauses"] or verdict["inconclusive"] or verdict["not_run"]:
-        lines += ["## Failing clauses", ""]
+    unsupported = verdict.get("unsupported") or []
+    if verdict["failing_clauses"] or unsupported or verdict["inconclusive"] or verdict["not_run"]:
+        lines += ["## Why not certified", ""]
+        failing_ids = set(verdict.get("failing") or ())
+        per_clause: dict[str, int] = defaultdict(int)
+        for r in report["results"]:
+            if r["id"] in failing_ids:
+                per_clause[r["clause"]] += 1
         rows = []
         for clause in verdict["failing_clauses"]:
             meaning = clauses[clause].text if clauses and clause in clauses else ""
-            rows.append((clause, _cell(meaning)))
+            rows.append((clause, per_clause.get(clause, 0), _cell(meaning)))
         if rows:
-            lines += [tabulate(rows, headers=["clause", "what must hold"], tablefmt="github"), ""]
+            lines += ["Failing clauses (each failure is listed under Failures below):", ""]
+            lines += [tabulate(rows, headers=["clause", "failing checks", "what must hold"], tablefmt="github"), ""]
+        if unsupported:
+            shown = ", ".join(f"`{_cell(u)}`" for u in unsupported[:30])
+            more = f" and {len(unsupported) - 30} more" if len(unsupported) > 30 else ""
+            way_out = (
+                "" if verdict["profile"].startswith("claimed")
+                else " To certify only what the backend claims, run with `--profile claimed` (or a profiles file of your own)."
+            )
+            lines += [
+                f"**{len(unsupported)} mandatory op x dtype(s) not supported**: the backend refused them cleanly "
+                f"(NOT_SUPPORTED), which is not a failure of any check, but profile `{verdict['profile']}` requires them: "
+                f"{shown}{more}.{way_out}",
+                "",
+            ]
         if verdict["inconclusive"]:
             lines += [f"Inconclusive (harness or reference at fault): {', '.join(verdict['inconclusive'][:20])}", ""]
         if verdict["not_run"]:
@@ -122,8 +144,13 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
         lines += ["## Operators x dtypes", "", tabulate(rows, headers=["op"] + dtypes, tablefmt="github"), ""]
         lines += ["✅ pass · ❌ mismatch · ⛔ stage failure · ⚠️ contract violation · 💥 crash · ⏱ timeout · — not supported · ❓ inconclusive", ""]
     perf = performance_table(report)
+    gaps = performance_gaps(report)
+    if gaps and not perf:
+        lines += ["## Performance", "", gaps, ""]
     if perf:
         lines += ["## Performance (median, backend / reference and backend / eager)", ""]
+        if gaps:
+            lines += [gaps, ""]
         lines += [
             tabulate(
                 perf,
@@ -190,6 +217,26 @@ def op_dtype_matrix(report: Mapping[str, Any]) -> dict[str, dict[str, str]]:
         if (r.get("clause") or "").startswith("NUM-") and r.get("op") and r.get("dtype"):
             matrix[r["op"]][r["dtype"]] = r["category"]
     return dict(matrix)
+
+
+def performance_gaps(report: Mapping[str, Any]) -> str | None:
+    """Why the backend has no timing for some performance programs (it refused them, failed them,
+    they were not run), or None when every program it was timed on has a time."""
+    missing: dict[str, set[str]] = defaultdict(set)
+    for r in report["results"]:
+        if (r.get("clause") or "").startswith("PERF-") and r.get("runner") == "backend" and r["category"] != Category.PASS.value:
+            missing[r["category"]].add(str(r.get("program") or "?"))
+    if not missing:
+        return None
+    parts = []
+    for category, programs in sorted(missing.items()):
+        why = {
+            Category.NOT_SUPPORTED.value: "refused (NOT_SUPPORTED: they use ops the backend does not take)",
+            Category.SKIP.value: "not run",
+        }.get(category, f"not timed ({category})")
+        parts.append(f"{', '.join(sorted(programs))}: {why}")
+    return ("No backend timing for the performance program(s) " + "; ".join(parts)
+            + ". PERF times only the contract programs (specs/interface.toml, PERF-001..003) a backend takes.")
 
 
 def performance_table(report: Mapping[str, Any]) -> list[tuple]:

@@ -109,7 +109,7 @@ def results_document(state, backend_name: str, records: Iterable[Mapping[str, An
     return {
         "schema": RESULTS_SCHEMA,
         "harness": {"name": HARNESS_NAME, "version": __version__},
-        "spec": {"digest": state.specs.digest, "profile": state.profile.name},
+        "spec": spec_section(state.specs, state.profile),
         "backend": backend_info(backend, backend_name) if backend is not None else {"name": backend_name, "version": "unknown"},
         "environment": environment(),
         "run": {
@@ -123,6 +123,30 @@ def results_document(state, backend_name: str, records: Iterable[Mapping[str, An
         },
         "results": results,
     }
+
+
+def spec_section(specs, profile) -> dict[str, Any]:
+    """The spec digest and profile name; the profile's definition too when it is not one of the
+    spec's own (claimed, a user's file, an --ops/--dtypes selection), so the report can be verified."""
+    from conformance.specs import is_builtin, profile_definition
+
+    section = {"digest": specs.digest, "profile": profile.name}
+    if not is_builtin(profile, specs):
+        section["profile_definition"] = profile_definition(profile)
+    return section
+
+
+def report_profile(spec: Mapping[str, Any], specs):
+    """The profile a report (or results document) was certified for (KeyError/SpecError if unknown here)."""
+    from conformance.specs import profile_from_definition
+
+    definition = spec.get("profile_definition")
+    if definition is not None:
+        profile = profile_from_definition(definition, specs)
+        if profile.name != spec["profile"]:
+            raise KeyError(f"profile {spec['profile']!r} carries the definition of {profile.name!r}")
+        return profile
+    return specs.profile(spec["profile"])
 
 
 def backend_info(backend, requested: str | None = None) -> dict[str, Any]:
@@ -203,7 +227,10 @@ def build_report(documents: list[Mapping[str, Any]], specs) -> dict[str, Any]:
                 if previous.is_failure:  # the same check ran twice (a re-run shard): keep the failure
                     continue
             merged[result["id"]] = dict(result)
-    profile = specs.profile(first["spec"]["profile"])
+    try:
+        profile = report_profile(first["spec"], specs)
+    except (KeyError, ValueError) as exc:
+        raise ReportError(f"cannot build the report: {exc}") from None
     results = sorted(merged.values(), key=lambda r: r["id"])
     for r in results:
         r["mandatory"] = is_mandatory(r, profile, specs)
@@ -224,10 +251,22 @@ def build_report(documents: list[Mapping[str, Any]], specs) -> dict[str, Any]:
         },
         "results": results,
     }
+    partial = partial_reason(results)
+    if partial:
+        report["run"]["partial"] = partial
     report["summary"] = summarize(results)
     report["verdict"] = verdict(results, profile, specs)
     report["integrity"] = {"sha256": integrity_hash(report)}
     return report
+
+
+def partial_reason(results: list[Mapping[str, Any]]) -> str | None:
+    """Why the report holds fewer results than the run planned (interrupted, budget spent), or None."""
+    left = [r for r in results if r["category"] == Category.SKIP.value and str(r.get("message") or "").startswith("not run:")]
+    if not left:
+        return None
+    reasons = Counter(str(r["message"]).split(";")[0].removeprefix("not run: ") for r in left)
+    return f"{len(left)} planned check(s) not run: " + "; ".join(f"{why} ({n})" for why, n in reasons.most_common())
 
 
 def is_mandatory(result: Mapping[str, Any], profile, specs) -> bool:
@@ -269,9 +308,12 @@ def summarize(results: list[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def verdict(results: list[Mapping[str, Any]], profile, specs) -> dict[str, Any]:
-    """Certified for the profile, or the failing clauses and ops; nothing mandatory may be missing."""
+    """Certified for the profile, or why not, reason first: failing checks (by clause), mandatory
+    op x dtype the backend does not support, inconclusive results, mandatory checks not run."""
+    failing: list[str] = []
     failing_clauses: set[str] = set()
     failing_ops: set[str] = set()
+    unsupported: list[str] = []
     inconclusive: list[str] = []
     not_run: list[str] = []
     allowed = {Category.PASS.value, Category.NOT_APPLICABLE.value}
@@ -281,7 +323,10 @@ def verdict(results: list[Mapping[str, Any]], profile, specs) -> dict[str, Any]:
         category = Category(r["category"])
         if category in INCONCLUSIVE:
             inconclusive.append(r["id"])
-        elif category in FAILURES or category is Category.NOT_SUPPORTED:
+        elif category is Category.NOT_SUPPORTED and r.get("op"):
+            unsupported.append(f"{r['op']} {r.get('dtype', '')}".strip())
+        elif category in FAILURES or category is Category.NOT_SUPPORTED:  # a refused contract program fails its clause
+            failing.append(r["id"])
             failing_clauses.add(r["clause"])
             if r.get("op"):
                 failing_ops.add(f"{r['op']} {r.get('dtype', '')}".strip())
@@ -296,24 +341,33 @@ def verdict(results: list[Mapping[str, Any]], profile, specs) -> dict[str, Any]:
         for dtype in dtypes:
             if (op, dtype) not in seen_num:
                 not_run.append(f"NUM {op} {dtype}")
-    certified = not (failing_clauses or inconclusive or not_run)
+    certified = not (failing or unsupported or inconclusive or not_run)
     if certified:
         text = f"certified for profile {profile.name}"
     else:
         parts = []
-        if failing_clauses:
-            parts.append(f"{len(failing_clauses)} failing clause(s)")
+        if failing:
+            clauses = sorted(failing_clauses)
+            named = ", ".join(clauses[:6]) + (f" and {len(clauses) - 6} more" if len(clauses) > 6 else "")
+            parts.append(f"{len(failing)} failing check(s) in {named}")
+        if unsupported:
+            parts.append(
+                f"{len(unsupported)} mandatory op x dtype(s) not supported"
+                + ("" if profile.name.startswith("claimed") else " (--profile claimed certifies only what the backend claims)")
+            )
         if inconclusive:
             parts.append(f"{len(inconclusive)} inconclusive result(s)")
         if not_run:
             parts.append(f"{len(not_run)} mandatory check(s) not run")
-        text = f"not certified for profile {profile.name}: " + ", ".join(parts)
+        text = f"not certified for profile {profile.name}: " + "; ".join(parts)
     return {
         "certified": certified,
         "profile": profile.name,
         "text": text,
+        "failing": sorted(failing),
         "failing_clauses": sorted(failing_clauses),
         "failing_ops": sorted(failing_ops),
+        "unsupported": sorted(unsupported),
         "inconclusive": sorted(inconclusive),
         "not_run": sorted(not_run),
     }

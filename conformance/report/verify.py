@@ -42,6 +42,7 @@ from conformance.report.model import (
     integrity_hash,
     is_mandatory,
     key_id,
+    report_profile,
     signature,
     summarize,
     validate,
@@ -208,9 +209,11 @@ def _recompute_problems(report: Mapping[str, Any], specs) -> list[str]:
     """Flags, summary and verdict as this harness computes them from the results."""
     name = report["spec"]["profile"]
     try:
-        profile = specs.profile(name)
+        profile = report_profile(report["spec"], specs)
     except KeyError:
         return [f"profile {name!r} is not in this harness's spec"]
+    except ValueError as exc:  # SpecError: a definition this spec cannot hold
+        return [f"profile {name!r}: {exc}"]
     results = [dict(r, mandatory=is_mandatory(r, profile, specs)) for r in report["results"]]
     problems = []
     flipped = [r["id"] for r, stored in zip(results, report["results"]) if r["mandatory"] != stored["mandatory"]]

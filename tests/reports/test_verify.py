@@ -80,7 +80,7 @@ def passing(tmp_path) -> Path:
 
 def test_a_genuine_report_and_its_renderings_verify(capsys, failing, passing):
     rc, out = run(capsys, "verify", str(failing / "report.json"))
-    assert rc == EXIT_OK and out.startswith("VALID: demo 1.0: not certified for profile smoke: 1 failing clause(s)"), out
+    assert rc == EXIT_OK and out.startswith("VALID: demo 1.0: not certified for profile smoke: 2 failing check(s) in NUM-001"), out
     rc, out = run(capsys, "verify", str(passing / "report.json"))
     assert rc == EXIT_OK and "VALID: demo 1.0: certified for profile smoke" in out, out
     sha = json.loads((passing / "report.json").read_text())["integrity"]["sha256"]
