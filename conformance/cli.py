@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -212,6 +213,7 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
             stale.unlink()
         for stale in REPORT_FILES:
             (results_dir.parent / stale).unlink(missing_ok=True)
+        shutil.rmtree(results_dir.parent / "replays", ignore_errors=True)  # an earlier run's failures
     results_dir.mkdir(parents=True, exist_ok=True)
     profile_file: list[str] = []
     if not is_builtin(profile, specs):  # claimed, a user's file, a selection: the sessions read its definition
