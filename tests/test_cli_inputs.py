@@ -49,6 +49,19 @@ def few():
             return b.details.preprocess(program, compile_specs)
 
     return replace(b, details=Details)
+
+
+def returns_str():
+    # preprocess hands back its blob as a str: a contract violation whatever the program
+    b = reference_backend.backend_under_test()
+
+    class Details(b.details):
+        @staticmethod
+        def preprocess(program, compile_specs):
+            out = b.details.preprocess(program, compile_specs)
+            return replace(out, processed_bytes=out.processed_bytes.decode("latin-1"))
+
+    return replace(b, details=Details)
 """
 
 
@@ -235,3 +248,16 @@ def test_the_printed_replay_command_works_for_a_backend_given_as_a_path(tmp_path
     again = run(*replay.split()[3:])
     assert again.returncode == 1, again.stdout[-2000:] + again.stderr[-2000:]  # it fails again, on the same backend
     assert f"backend: {report['backend']['name']}" in again.stdout and "NaN" in again.stdout
+
+
+def test_a_preprocess_returning_str_is_told_as_such_by_pre_001(tmp_path, backends):
+    """It was reported under PRE-001 as "accepted none of the contract programs: mlp ... permute"
+    (every program skipped as if refused); the cause appeared only in NUM rows."""
+    done = run("certify", f"{backends}:returns_str", "--profile", "interface", "-k", "PRE_001 or RT_002",
+               "--workers", "1", "--skip-perf", "--output", str(tmp_path))
+    assert done.returncode == 1, done.stdout[-2000:]
+    report = json.loads(next(tmp_path.glob("*/report.json")).read_text())
+    by_clause = {r["clause"]: r for r in report["results"]}
+    for clause in ("PRE-001", "RT-002"):
+        assert by_clause[clause]["category"] == "CONTRACT_VIOLATION", by_clause[clause]
+        assert by_clause[clause]["message"].startswith("processed_bytes is str, not bytes (preprocess of the mlp program)")

@@ -242,19 +242,24 @@ def runnable(backend: BackendUnderTest) -> ContractProgram:
     if backend.name in _RUNNABLE:
         return contract_program(_RUNNABLE[backend.name])
     driver = Driver(backend)
-    refusals = []
+    refusals, failures = [], []
     for name in (*CONTRACT_PROGRAMS, *FALLBACK_PROGRAMS):
         program = contract_program(name)
         try:
             driver.preprocess(program.fresh())
         except CheckFailure as exc:
-            refusals.append(f"{name}: {exc.message}")
+            if exc.category is Category.CONTRACT_VIOLATION:
+                # It took the program and returned something the contract forbids (processed_bytes
+                # a str, ...): that is the failure, whatever the other programs would do.
+                raise CheckFailure(exc.category, f"{exc.message} (preprocess of the {name} program)", stage=exc.stage) from exc
+            (refusals if exc.category is Category.NOT_SUPPORTED else failures).append(f"{name}: {exc.message}")
             continue
         _RUNNABLE[backend.name] = name
         return program
     raise CheckFailure(
         Category.PREPROCESS_FAIL,
-        "the backend accepted none of the contract programs, so its runtime cannot be checked: " + "; ".join(refusals),
+        "the backend accepted none of the contract programs, so its runtime cannot be checked: "
+        + "; ".join([*failures, *refusals]),  # a crash says more than a refusal
         stage="preprocess",
     )
 
