@@ -349,6 +349,8 @@ def _failures_first(report: Mapping[str, Any]) -> str:
         link = _artifact_link(replay)
         artifacts = (f' <a class="artifact" href="{esc(link)}call.json">call.json</a> '
                      f'<a class="artifact" href="{esc(link)}arrays.npz">arrays.npz</a>') if link else ""
+        if link and r.get("category") == Category.MISMATCH.value:  # it ran: the blob it ran is saved too
+            artifacts += f' <a class="artifact" href="{esc(link)}blob.bin">blob.bin</a>' 
         body.append(
             f'<tr data-id="{esc(r.get("id", ""))}"><td class="mono">{esc(r.get("id", ""))}</td>'
             f'<td class="nowrap">{esc(r.get("category", ""))}</td>'

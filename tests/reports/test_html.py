@@ -304,7 +304,7 @@ def hostile(r: dict) -> dict:
 def assert_self_contained(markup: str) -> None:
     """No URL that would make the browser reach out: nothing to fetch, no link off the page, except
     plain links (<a href>, followed only when clicked) to a failure's saved files beside the report
-    (replays/<name>/call.json, arrays.npz), never with a scheme, an absolute path or "..".."""
+    (replays/<name>/call.json, arrays.npz, blob.bin), never with a scheme, an absolute path or "..".."""
     doc = parse(markup)
     for node in doc.iter():
         for name in ("src", "href", "xlink:href", "action", "formaction", "srcset", "poster", "data", "background"):
@@ -312,7 +312,7 @@ def assert_self_contained(markup: str) -> None:
             if value is None:
                 continue
             artifact = (
-                node.tag == "a" and name == "href" and re.fullmatch(r"replays/[A-Za-z0-9._-]+/(call\.json|arrays\.npz)", value) is not None
+                node.tag == "a" and name == "href" and re.fullmatch(r"replays/[A-Za-z0-9._-]+/(call\.json|arrays\.npz|blob\.bin)", value) is not None
                 and ".." not in value
             )
             assert value.startswith(("#", "data:")) or artifact, f"<{node.tag} {name}={value!r}> points off the page"
