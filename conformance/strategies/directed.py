@@ -78,6 +78,9 @@ class Directive:
     first_attrs: bool = True
     """Attributes not forced take their first allowed value (the spec lists the plain one first, e.g.
     alpha=1), so edge values meet the op itself rather than its attribute arithmetic."""
+    dtypes: str | None = None
+    """"same": every operand in the check's dtype; "mixed": the signature's other operands in another
+    of the op's dtypes (type promotion); None: as the signature draws them."""
 
     def required(self) -> set[str]:
         """The parts a signature must consume for the directive to apply."""
@@ -93,6 +96,8 @@ class Directive:
         need |= {f"attr:{k}" for k in self.attrs}
         if self.round:
             need.add("scalar")
+        if self.dtypes == "mixed":
+            need.add("mixed dtypes")
         return need
 
 
@@ -132,7 +137,14 @@ def same_dtypes() -> bool:
     the ``large`` one (it exercises a kernel's vector loops over the whole domain; an operand of
     another dtype would let a backend that refuses promotions skip it, leaving no large input compared)."""
     current = _ACTIVE.get()
-    return current is not None and current.directive.shape in ("model", "large")
+    return current is not None and (current.directive.shape in ("model", "large") or current.directive.dtypes == "same")
+
+
+def mixed_dtypes() -> bool:
+    """Whether the directive in force asks for operands of another dtype than the check's (a
+    signature that honours it consumes "mixed dtypes")."""
+    current = _ACTIVE.get()
+    return current is not None and current.directive.dtypes == "mixed"
 
 
 def consume(part: str) -> None:
@@ -205,8 +217,11 @@ def plan(spec, dtype: str) -> list[list[Directive]]:
         # Real-world shapes first: a backend built for models takes these even when it refuses
         # edge shapes, and an op it refuses on these too is not supported at all.
         [Directive("model", f"real-world shape {MODEL_SHAPES[rank]}", values="typical", shape="model", rank=rank) for rank in (4, 3)],
-        [Directive("values", "edge values", values="edges", shape="edges")],
-        [Directive("values", "edge values, special scalar operand", values="edges", shape="edges", round=1)],
+        # Edge values meet the op in its own dtype first: a backend that refuses type promotion
+        # (XNNPACK) would otherwise skip them whenever an operand was drawn in another dtype.
+        [Directive("values", "edge values", values="edges", shape="edges", dtypes="same")],
+        [Directive("values", "edge values, special scalar operand", values="edges", shape="edges", round=1, dtypes="same")],
+        [Directive("values", "edge values, operands of mixed dtypes", values="edges", shape="edges", dtypes="mixed")],
         [Directive("large", f"large input (>= {LARGE_ELEMENTS} elements, whole domain)", values="spread", shape="large")],
         [Directive("empty", "empty tensor", shape="empty")],
         [Directive("scalar", "0-d tensor of edge values", values="edges", shape="scalar")],

@@ -32,6 +32,21 @@ def _scalar_attr_fits(dtype: str):
     return keep
 
 
+def _other_dtype(draw, spec, dtype: str, sometimes: st.SearchStrategy[bool]) -> str:
+    """The dtype of an operand that may promote: the check's own in a directive that wants one dtype,
+    another of the op's dtypes in one that wants them mixed, else another one when ``sometimes``
+    draws True (only when the spec's ``mixed_dtypes`` param, default true, allows it)."""
+    if not param(spec, "mixed_dtypes", True) or directed.same_dtypes():
+        return dtype
+    if directed.mixed_dtypes():
+        others = [d for d in spec.dtypes if d != dtype]
+        if not others:
+            return dtype
+        directed.consume("mixed dtypes")
+        return draw(st.sampled_from(others))
+    return draw(st.sampled_from(spec.dtypes)) if draw(sometimes) else dtype
+
+
 def _kwargs(draw, spec, dtype: str) -> dict:
     out = {}
     for key in spec.attrs:
@@ -59,9 +74,7 @@ def binary(draw, spec, dtype, op):
     """
     max_rank = param(spec, "max_rank", 4)
     self_shape, other_shape = draw(broadcast_shapes(2, 0, max_rank))
-    other_dtype = dtype
-    if param(spec, "mixed_dtypes", True) and not directed.same_dtypes() and draw(st.booleans()):
-        other_dtype = draw(st.sampled_from(spec.dtypes))
+    other_dtype = _other_dtype(draw, spec, dtype, st.booleans())
     if param(spec, "scalar_self", False):
         a = draw(scalars(dtype, _domain(spec, dtype, "self_domain")))
     else:

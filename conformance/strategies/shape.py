@@ -145,9 +145,9 @@ def unsqueeze(draw, spec, dtype, op):
 
 
 def _other_dtype(draw, spec, dtype: str) -> str:
-    if param(spec, "mixed_dtypes", True) and not directed.same_dtypes() and draw(st.integers(0, 3)) == 0:
-        return draw(st.sampled_from(spec.dtypes))
-    return dtype
+    from conformance.strategies.elementwise import _other_dtype as other
+
+    return other(draw, spec, dtype, st.integers(0, 3).map(lambda i: i == 0))
 
 
 @signature("cat")

@@ -1032,6 +1032,38 @@ defect(
 """Claims add and declares it refuses empty tensors; it also refuses 0-d ones: only that fails."""
 
 
+def _mixed_dtypes(edge_program) -> bool:
+    dtypes = {n.meta["val"].dtype for n in edge_program.graph.nodes if n.op == "placeholder" and "val" in n.meta}
+    return len(dtypes) > 1
+
+
+class _RefusesPromotion(BackendDetails):
+    """Refuses (cleanly) every program whose inputs are of more than one dtype, as XNNPACK does."""
+
+    @staticmethod
+    def preprocess(edge_program, compile_specs):
+        if _mixed_dtypes(edge_program):
+            raise BackendError(Error.NotSupported, "operands of mixed dtypes are not supported")
+        return lower(edge_program, compile_specs)
+
+
+def _maximum_maxps(self, other):
+    return np.where(np.asarray(self) > np.asarray(other), self, other).astype(np.result_type(self, other))  # x86 maxps
+
+
+defect(
+    "maximum_drops_nan_and_refuses_promotion",
+    ["NUM-001"],
+    details=_RefusesPromotion,
+    runtime=_with("aten.maximum.default", _maximum_maxps),
+    manifest=dataclasses.replace(_REFERENCE.manifest, refuses={"*": ("mixed dtypes",)}),
+)
+"""maximum(NaN, 1) is 1 (maxps keeps the second operand when the first is NaN), as ExecuTorch's
+XNNPACK maximum does; the backend refuses mixed dtypes and declares it. The edge values used to be
+drawn with a mixed-dtype operand about half the time, and the refused case hid the NaN pairs: the
+same-dtype edge directive (strategies/directed.py) meets them whatever the backend refuses."""
+
+
 # -- Not defects of the contract: slow backends with a numeric bug, for batched edge sets ------------
 
 
