@@ -165,6 +165,19 @@ def _integer_comparison(actual: np.ndarray, expected: np.ndarray, base: dict) ->
     )
 
 
+def _snr_db(signal: float, noise: float) -> float:
+    """10 log10(signal / noise), whatever the sums overflowed to: garbage outputs (uninitialized
+    float64 memory) square past the largest double, and log10(finite / inf) is a math domain error."""
+    if noise == 0:
+        return math.inf
+    ratio = signal / noise if math.isfinite(noise) or math.isfinite(signal) else math.nan
+    if math.isnan(ratio):
+        return math.nan
+    if ratio == 0:
+        return -math.inf
+    return math.inf if math.isinf(ratio) else 10 * math.log10(ratio)
+
+
 def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> Comparison:
     """Compare one output; the verdict follows ``tol`` (see Tolerance), the statistics are always full."""
     actual = np.asarray(actual)
@@ -210,7 +223,7 @@ def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> Compari
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         signal = float(np.sum(np.where(finite, e, 0.0) ** 2))
         noise = float(np.sum(diff**2))
-        snr = math.inf if noise == 0 else (10 * math.log10(signal / noise) if signal > 0 else -math.inf)
+        snr = _snr_db(signal, noise)
     if mismatched:
         kinds = []
         for count, what in (
