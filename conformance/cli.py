@@ -239,6 +239,7 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
         *profile_file,
         "--conformance-out",
         str(out),
+        "--conformance-categories",
         "-p",
         "no:cacheprovider",
         "-o",

@@ -58,6 +58,12 @@ def pytest_addoption(parser):
         metavar="FILE",
         help="the profile as a JSON definition (written by `certify` for a claimed, user-file or selected profile); overrides --profile",
     )
+    group.addoption(
+        "--conformance-categories",
+        action="store_true",
+        help="report outcomes in the harness's categories (PASS, MISMATCH ...) instead of passed/failed/skipped, "
+        "without pytest's failure sections (certify's console; the harness prints its own summary)",
+    )
     group.addoption("--conformance-out", default=None, help="directory for per-backend results documents")
     group.addoption("--conformance-tag", default="run", help="name of this run's results file (results/<tag>.json)")
     group.addoption(
@@ -589,9 +595,12 @@ class _Collector:
             _record_lost_worker(st, report)
 
     def pytest_report_teststatus(self, report, config):
-        """pytest's progress letters and closing line in the harness's words (PASS, MISMATCH,
-        NOT_SUPPORTED ...), so they agree with the report; a check's failure is told by the
-        harness's summary, not by pytest's traceback of the harness."""
+        """With --conformance-categories (certify passes it): pytest's progress letters and closing
+        line in the harness's words (PASS, MISMATCH, NOT_SUPPORTED ...), so they agree with the
+        report, and a check's failure is told by the harness's summary, not by pytest's traceback
+        of the harness. A plain pytest run keeps pytest's outcomes and failure sections."""
+        if not config.getoption("conformance_categories"):
+            return None
         props = dict(report.user_properties)
         if RESULT_KEY not in props:
             return None

@@ -22,7 +22,7 @@ import numpy as np
 
 from conformance import oracle
 from conformance.api import BackendUnderTest
-from conformance.api.tensors import to_numpy
+from conformance.api.tensors import to_numpy, to_torch
 from conformance.driver import Driver
 from conformance.programs import ProgramCache, default_cache
 from conformance.results import Category, CheckFailure
@@ -189,7 +189,7 @@ def eager_outputs(exported, inputs) -> list[np.ndarray]:
     import torch
 
     with torch.no_grad():
-        out = exported.module()(*[torch.from_numpy(np.array(a)) for a in inputs])
+        out = exported.module()(*[to_torch(np.array(a)) for a in inputs])  # bfloat16 through ml_dtypes
     return [to_numpy(o) for o in (out if isinstance(out, (list, tuple)) else (out,))]
 
 
