@@ -241,7 +241,7 @@ td.cell .pop { position: absolute; left: 0; top: 22px; z-index: 10; width: 440px
 td.cell .pop .head { font-weight: 600; margin-bottom: 4px; font-family: inherit; }
 #failures-table { table-layout: fixed; }
 #failures-table th:nth-child(1) { width: 24%; }
-#failures-table th:nth-child(2) { width: 130px; }
+#failures-table th:nth-child(2) { width: 175px; }
 #failures-table th:nth-child(4) { width: 16%; }
 #failures-table td { overflow-wrap: anywhere; vertical-align: top; }
 #failures-table code { display: block; white-space: pre-wrap; overflow-wrap: anywhere; font-size: 12px; }
@@ -343,7 +343,8 @@ def _failures_first(report: Mapping[str, Any]) -> str:
             ) if v not in (None, "", [])
         )
         worst = ""
-        if "expected_at_worst" in stats:
+        message = str(r.get("message") or "")
+        if r.get("category") == Category.MISMATCH.value and "expected_at_worst" in stats and "worst at" not in message:
             worst = f"<br>worst at {esc(stats.get('worst_index'))}: got {esc(stats.get('actual_at_worst'))}, expected {esc(stats.get('expected_at_worst'))}"
         replay = r.get("replay") or ""
         link = _artifact_link(replay)
@@ -354,7 +355,7 @@ def _failures_first(report: Mapping[str, Any]) -> str:
         body.append(
             f'<tr data-id="{esc(r.get("id", ""))}"><td class="mono">{esc(r.get("id", ""))}</td>'
             f'<td class="nowrap">{esc(r.get("category", ""))}</td>'
-            f'<td>{esc(shorten(str(r.get("message") or ""), 400))}{worst}</td>'
+            f'<td>{esc(shorten(message, 400))}{worst}</td>'
             f"<td>{inputs}</td>"
             f'<td>{f"<code>{esc(replay)}</code>" if replay else ""}{artifacts}</td></tr>'
         )
