@@ -1,8 +1,8 @@
 """The pytest plugin that turns the checks in ``conformance.checks`` into results.
 
-Inert unless ``--backend`` is given, so it costs nothing in other test runs.
+Inert unless ``--conformance-backend`` is given, so it costs nothing in other test runs.
 
-Options (group "conformance"): ``--backend NAME`` (repeatable), ``--profile``,
+Options (group "conformance", all prefixed): ``--conformance-backend NAME`` (repeatable), ``--conformance-profile``,
 ``--conformance-out DIR`` (where results go), ``--conformance-hard-timeout``.
 
 What it does:
@@ -50,13 +50,17 @@ _CLAUSE_IN_NAME = re.compile(r"test_(PRE|RT|REG|DBG|NUM|PERF|LAZY)_(\d{3})")
 
 def pytest_addoption(parser):
     group = parser.getgroup("conformance", "backend conformance certification")
-    group.addoption("--backend", action="append", default=[], help="backend to certify (entry-point name or module:attr); repeatable")
-    group.addoption("--profile", default="full", help="certification profile from specs/profiles.toml (default: full)")
+    # Every option carries the --conformance- prefix: this plugin loads in any pytest run of an
+    # environment that installs the harness, and a bare --profile clashed with pytest-profiling's.
+    group.addoption("--conformance-backend", action="append", default=[], metavar="NAME",
+                    help="backend to certify (entry-point name or module:attr); repeatable")
+    group.addoption("--conformance-profile", default="full", metavar="NAME",
+                    help="certification profile from specs/profiles.toml (default: full)")
     group.addoption(
         "--conformance-profile-file",
         default=None,
         metavar="FILE",
-        help="the profile as a JSON definition (written by `certify` for a claimed, user-file or selected profile); overrides --profile",
+        help="the profile as a JSON definition (written by `certify` for a claimed, user-file or selected profile); overrides --conformance-profile",
     )
     group.addoption(
         "--conformance-categories",
@@ -88,7 +92,7 @@ def pytest_addoption(parser):
 
 
 def _active(config) -> bool:
-    return bool(config.getoption("backend", default=None))
+    return bool(config.getoption("conformance_backend", default=None))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -105,8 +109,8 @@ class _State:
         if definition:
             self.profile = specs.profile_from_definition(json.loads(Path(definition).read_text(encoding="utf-8")), self.specs)
         else:
-            self.profile = self.specs.profile(config.getoption("profile"))
-        self.names: list[str] = list(config.getoption("backend"))
+            self.profile = self.specs.profile(config.getoption("conformance_profile"))
+        self.names: list[str] = list(config.getoption("conformance_backend"))
         self.backends: dict[str, Any] = {}
         self.records: dict[str, dict] = {}  # nodeid -> record (controller side)
         self.meta: dict[str, dict] = {}  # nodeid -> meta from the setup report
@@ -145,7 +149,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "stage(name): the contract call a check measures (part of its result id)")
     if not _active(config):
         return
-    for name in config.getoption("backend"):
+    for name in config.getoption("conformance_backend"):
         config.addinivalue_line("markers", f"backend_{_marker_name(name)}: checks of backend {name}")
     from conformance.strategies import profiles
 
@@ -236,7 +240,7 @@ def pytest_generate_tests(metafunc):
     config = metafunc.config
     if not _active(config) or "backend" not in metafunc.fixturenames:
         return
-    names = config.getoption("backend")
+    names = config.getoption("conformance_backend")
     metafunc.parametrize(
         "backend",
         [pytest.param(n, id=n, marks=getattr(pytest.mark, f"backend_{_marker_name(n)}")) for n in names],
@@ -247,7 +251,7 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture(scope="session")
 def backend(request):
-    """The BackendUnderTest of this check (parametrized over --backend)."""
+    """The BackendUnderTest of this check (parametrized over --conformance-backend)."""
     from conformance.discovery import DiscoveryError
 
     try:

@@ -57,9 +57,9 @@ def _certify_seeded(out: Path) -> str | None:
     names = ["reference"] + [f"{SEEDED}:{name}" for name in _import_path(f"{SEEDED}:DEFECTS")]
     command = [sys.executable, "-m", "pytest", "--pyargs", "conformance.checks"]
     for name in names:
-        command += ["--backend", name]
+        command += ["--conformance-backend", name]
     command += [
-        "--profile", "seeded",
+        "--conformance-profile", "seeded",
         "--conformance-out", str(out),
         "-n", "2",
         "--timeout", str(CHECK_TIMEOUT),

@@ -152,3 +152,21 @@ def test_a_closed_run_ignores_installed_pytest_plugins_and_a_shadowing_backend_n
     shadowed = run("certify", "reference", "--profile", "interface", "--output", str(out), env=env)
     assert shadowed.returncode == 2
     assert "helpful-extras 6.6.6" in shadowed.stderr and "torch-backend-conformance" in shadowed.stderr, shadowed.stderr
+
+
+def test_the_plugin_options_do_not_clash_with_other_plugins(tmp_path):
+    """The plugin loads in every pytest run of an environment that installs the harness (entry point
+    pytest11): its options are all --conformance-*, so pytest-profiling's --profile (or any plugin's
+    --backend) can sit beside it. With bare --profile/--backend every such run failed at start-up."""
+    (tmp_path / "other_plugin.py").write_text(
+        "def pytest_addoption(parser):\n"
+        "    parser.addoption('--profile', action='store_true', dest='profile')\n"
+        "    parser.addoption('--backend', default=None, dest='backend')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "other_plugin", "-p", "conformance.plugin", "--help"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "--conformance-backend" in done.stdout and "--conformance-profile" in done.stdout

@@ -499,7 +499,7 @@ FRESH_PROCESS_TIMEOUT = 300.0
 
 
 def backend_spec(request) -> str | None:
-    """The name the run loaded the checked backend by (``--backend``), for a fresh process."""
+    """The name the run loaded the checked backend by (``--conformance-backend``), for a fresh process."""
     callspec = getattr(request.node, "callspec", None)
     spec = callspec.params.get("backend") if callspec else None
     return spec if isinstance(spec, str) else None

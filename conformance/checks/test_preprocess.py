@@ -304,7 +304,7 @@ def test_PRE_008_deterministic_across_processes(backend, result, request):
     result.set(program=program.name)
     spec = support.backend_spec(request)
     if spec is None:
-        result.not_applicable("the run did not name the backend (--backend), so no fresh process can load it")
+        result.not_applicable("the run did not name the backend (--conformance-backend), so no fresh process can load it")
     seeds = support.HASH_SEEDS
     # The verdict is the AOT half's: a backend whose preprocess is the very object an earlier
     # backend of this session had checked (another runtime over the same AOT half) reuses the

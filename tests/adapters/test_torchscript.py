@@ -328,8 +328,8 @@ def seeded_session(tmp_path_factory):
     seeded = "tests/seeded/torchscript_defects.py:perturbed_demo"
     command = [
         sys.executable, "-m", "pytest", "--pyargs", "conformance.checks",
-        "--backend", "torchscript-backend-with-compiler-demo", "--backend", seeded,
-        "--profile", "torchscript-seeded", "--conformance-out", str(out),
+        "--conformance-backend", "torchscript-backend-with-compiler-demo", "--conformance-backend", seeded,
+        "--conformance-profile", "torchscript-seeded", "--conformance-out", str(out),
         "-n", "0", "--timeout", "120", "-k", "test_NUM_001", "--benchmark-disable",
         "-p", "no:cacheprovider", "-o", "addopts=", "-q",
     ]

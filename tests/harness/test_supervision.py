@@ -47,7 +47,7 @@ def _session(tmp_path: Path, selection: str) -> dict[str, dict]:
     (tmp_path / "test_raw.py").write_text(RAW_CHECKS)
     out = tmp_path / f"out-{len(list(tmp_path.iterdir()))}"
     command = [
-        sys.executable, "-m", "pytest", "test_raw.py", "--backend", "reference", "--profile", "seeded",
+        sys.executable, "-m", "pytest", "test_raw.py", "--conformance-backend", "reference", "--conformance-profile", "seeded",
         "--conformance-out", str(out), "-n", "1", "--timeout", "3", "-o", "timeout_func_only=true",
         "-p", "no:cacheprovider", "-o", "addopts=", "--rootdir", str(tmp_path), "-k", selection,
     ]  # fmt: skip

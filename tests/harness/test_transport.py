@@ -184,7 +184,7 @@ def test_a_session_with_raw_hostile_values_completes_with_every_result(tmp_path)
     (tmp_path / "test_raw.py").write_text(RAW_CHECKS.format(hostile=HOSTILE), encoding="utf-8")
     out = tmp_path / "out"
     command = [
-        sys.executable, "-m", "pytest", "test_raw.py", "--backend", "reference", "--profile", "seeded",
+        sys.executable, "-m", "pytest", "test_raw.py", "--conformance-backend", "reference", "--conformance-profile", "seeded",
         "--conformance-out", str(out), "-n", "2", "-p", "no:cacheprovider", "-o", "addopts=", "--rootdir", str(tmp_path),
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
