@@ -170,7 +170,7 @@ def _snr_db(signal: float, noise: float) -> float:
     float64 memory) square past the largest double, and log10(finite / inf) is a math domain error."""
     if noise == 0:
         return math.inf
-    ratio = signal / noise if math.isfinite(noise) or math.isfinite(signal) else math.nan
+    ratio = signal / noise  # float division: inf / inf is nan, finite / inf is 0.0
     if math.isnan(ratio):
         return math.nan
     if ratio == 0:

@@ -463,11 +463,30 @@ def _select_ops(where: str, value: list | str, ops: Mapping[str, OpSpec]) -> lis
     return list(value)
 
 
-def with_suggestion(name: str, known: Iterable[str]) -> str:
+def closest(name: str, known: Iterable[str], cutoff: float = 0.8) -> str | None:
+    """The known name ``name`` most likely misspells, if one is close enough."""
     import difflib
 
-    close = difflib.get_close_matches(str(name), list(known), n=1, cutoff=0.8)
-    return f"{name!r} (did you mean {close[0]}?)" if close else repr(name)
+    close = difflib.get_close_matches(str(name), sorted(known), n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
+def with_suggestion(name: str, known: Iterable[str]) -> str:
+    hint = closest(name, known)
+    return f"{name!r} (did you mean {hint}?)" if hint else repr(name)
+
+
+def check_claims(specs: Specs, claims: Iterable[str], whose: str = "the backend's manifest") -> None:
+    """Every op a manifest claims is spec'd (SpecError naming the typos otherwise): a misspelt claim
+    would silently drop the op from everything the claims decide."""
+    names = specs.all_op_names()
+    unknown = sorted(op for op in claims if op not in names)
+    if unknown:
+        raise SpecError(
+            f"{whose} claims op(s) no spec names: "
+            + ", ".join(with_suggestion(o, names) for o in unknown)
+            + " (spell them as ATen overloads, e.g. aten.add.Tensor; `python -m conformance list --ops` lists them)"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -515,25 +534,15 @@ def profile_from_definition(definition: Mapping[str, Any], specs: Specs) -> Prof
 def claimed_profile(specs: Specs, claims: Mapping[str, Any], base: Profile) -> Profile:
     """Every op x dtype ``claims`` (a manifest's ops: name -> dtypes or "*") names that the spec
     specifies, with ``base``'s clauses: a first certification of a backend that covers a few ops.
-    A claim of an op the spec does not know is a SpecError (a typo would otherwise drop the op)."""
-    unknown = []
+    A claim of an op the spec does not know is a SpecError (``check_claims``)."""
+    check_claims(specs, claims)
     dtypes: dict[str, tuple[str, ...]] = {}
     for name, claimed in claims.items():
-        try:
-            core = specs.op(name).name
-        except KeyError:
-            unknown.append(name)
-            continue
+        core = specs.op(name).name
         spec_dtypes = specs.ops[core].dtypes
         wanted = spec_dtypes if claimed == "*" else tuple(claimed)
         have = set(dtypes.get(core, ())) | {d for d in wanted if d in spec_dtypes}
         dtypes[core] = tuple(d for d in spec_dtypes if d in have)
-    if unknown:
-        raise SpecError(
-            "the backend's manifest claims op(s) no spec names: "
-            + ", ".join(with_suggestion(o, specs.all_op_names()) for o in sorted(unknown))
-            + " (spell them as ATen overloads, e.g. aten.add.Tensor; `python -m conformance list --ops` lists them)"
-        )
     clauses = tuple(c for c in base.clauses if not c.startswith("NUM-")) + tuple(c for c in specs.clauses if c.startswith("NUM-"))
     ops = tuple(op for op in sorted(dtypes) if dtypes[op])
     return Profile(
@@ -587,8 +596,6 @@ def narrowed(profile: Profile, specs: Specs, ops: Sequence[str] | None, dtypes: 
 def check_signatures(specs: Specs) -> None:
     """Every op spec names a signature the strategies define (SpecError naming the file otherwise):
     checked before a run, not found half-way as a HARNESS_ERROR."""
-    import difflib
-
     from conformance.strategies import known_signatures
 
     known = known_signatures()
@@ -597,7 +604,7 @@ def check_signatures(specs: Specs) -> None:
         first = bad[0]
         raise SpecError(
             f"{first.source}: signature {first.signature!r} is not defined"
-            + (f" (did you mean {hint[0]}?)" if (hint := difflib.get_close_matches(first.signature, sorted(known), n=1)) else "")
+            + (f" (did you mean {hint}?)" if (hint := closest(first.signature, known, cutoff=0.6)) else "")
             + f"; known: {', '.join(sorted(known))}"
             + (f"; {len(bad) - 1} more op(s) name an undefined signature" if len(bad) > 1 else "")
         )

@@ -642,31 +642,29 @@ def _lowered(program, compile_specs, flavour: str, memory: _Cache, lower, reprod
                 STATS.disk_hits += 1
                 memory.put(key, entry)
         if entry is None:
+
+            def keep(outcome: Lowered | BackendError | Crash) -> None:
+                memory.put(key, outcome)
+                if disk is not None:
+                    disk.store(disk_key, outcome)
+                    STATS.disk_writes += 1
+
             start = time.perf_counter()
             STATS.lowerings += 1
             try:
                 entry = lower(program, compile_specs)
             except BackendError as exc:
                 if exc.error is Error.NotSupported:
-                    memory.put(key, exc)
-                    if disk is not None:
-                        disk.store(disk_key, exc)
-                        STATS.disk_writes += 1
+                    keep(exc)
                 raise
             except Exception as exc:
                 crash = Crash.of(exc)
                 if crash is not None:
-                    memory.put(key, crash)
-                    if disk is not None:
-                        disk.store(disk_key, crash)
-                        STATS.disk_writes += 1
+                    keep(crash)
                 raise
             finally:
                 STATS.lowering_seconds += time.perf_counter() - start
-            memory.put(key, entry)
-            if disk is not None:
-                disk.store(disk_key, entry)
-                STATS.disk_writes += 1
+            keep(entry)
             return entry
     else:
         STATS.memory_hits += 1

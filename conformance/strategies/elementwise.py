@@ -32,7 +32,7 @@ def _scalar_attr_fits(dtype: str):
     return keep
 
 
-def _other_dtype(draw, spec, dtype: str, sometimes: st.SearchStrategy[bool]) -> str:
+def other_dtype(draw, spec, dtype: str, sometimes: st.SearchStrategy[bool]) -> str:
     """The dtype of an operand that may promote: the check's own in a directive that wants one dtype,
     another of the op's dtypes in one that wants them mixed, else another one when ``sometimes``
     draws True (only when the spec's ``mixed_dtypes`` param, default true, allows it)."""
@@ -74,17 +74,17 @@ def binary(draw, spec, dtype, op):
     """
     max_rank = param(spec, "max_rank", 4)
     self_shape, other_shape = draw(broadcast_shapes(2, 0, max_rank))
-    other_dtype = _other_dtype(draw, spec, dtype, st.booleans())
+    b_dtype = other_dtype(draw, spec, dtype, st.booleans())
     if param(spec, "scalar_self", False):
         a = draw(scalars(dtype, _domain(spec, dtype, "self_domain")))
     else:
         a = Tensor(draw(arrays(dtype, self_shape, _domain(spec, dtype, "self_domain"))))
     if param(spec, "scalar_other", False):
         # An integer scalar is converted to an integer tensor's dtype, so draw it in that range.
-        scalar_dtype = dtype if is_integral(dtype) and is_integral(other_dtype) else other_dtype
+        scalar_dtype = dtype if is_integral(dtype) and is_integral(b_dtype) else b_dtype
         b = draw(scalars(scalar_dtype, _domain(spec, scalar_dtype, "other_domain")))
     else:
-        b = Tensor(draw(arrays(other_dtype, other_shape, _domain(spec, other_dtype, "other_domain"))))
+        b = Tensor(draw(arrays(b_dtype, other_shape, _domain(spec, b_dtype, "other_domain"))))
     return Call(op, (a, b), _kwargs(draw, spec, dtype))
 
 

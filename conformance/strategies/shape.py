@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from conformance.api.scalar_type import is_integral
 
 from . import Call, Tensor, attr, directed, param, signature
+from .elementwise import other_dtype
 from .shapes import nonneg_dim, shapes, spell_dim
 from .values import arrays, elements
 
@@ -144,10 +145,8 @@ def unsqueeze(draw, spec, dtype, op):
     return Call(op, (tensor(draw, spec, dtype, shape), draw(st.integers(-len(shape) - 1, len(shape)))))
 
 
-def _other_dtype(draw, spec, dtype: str) -> str:
-    from conformance.strategies.elementwise import _other_dtype as other
-
-    return other(draw, spec, dtype, st.integers(0, 3).map(lambda i: i == 0))
+ONE_IN_FOUR = st.integers(0, 3).map(lambda i: i == 0)
+"""How often a tensor of these signatures is drawn in another dtype (outside directed cases)."""
 
 
 @signature("cat")
@@ -168,10 +167,10 @@ def cat(draw, spec, dtype, op):
     tensors = []
     for _ in range(count):
         shape[dim] = draw(st.integers(0, 4))
-        tensors.append(tensor(draw, spec, _other_dtype(draw, spec, dtype), shape))
+        tensors.append(tensor(draw, spec, other_dtype(draw, spec, dtype, ONE_IN_FOUR), shape))
     if param(spec, "legacy_empty", True) and draw(st.integers(0, 4)) == 0:
         at = draw(st.integers(0, len(tensors)))
-        tensors.insert(at, tensor(draw, spec, _other_dtype(draw, spec, dtype), (0,)))
+        tensors.insert(at, tensor(draw, spec, other_dtype(draw, spec, dtype, ONE_IN_FOUR), (0,)))
     args = (tensors, spell(draw, dim, len(shape)))
     return Call(op, args[:1] if dim == 0 and draw(st.booleans()) else args)
 
@@ -180,7 +179,7 @@ def cat(draw, spec, dtype, op):
 def stack(draw, spec, dtype, op):
     """stack(tensors, dim): 1-4 tensors of one shape (rank 0-3), dim in [-(rank + 1), rank]."""
     shape = _shape(draw, spec, max_rank=3)
-    tensors = [tensor(draw, spec, _other_dtype(draw, spec, dtype), shape) for _ in range(draw(st.integers(1, 4)))]
+    tensors = [tensor(draw, spec, other_dtype(draw, spec, dtype, ONE_IN_FOUR), shape) for _ in range(draw(st.integers(1, 4)))]
     return Call(op, (tensors, draw(st.integers(-len(shape) - 1, len(shape)))))
 
 
