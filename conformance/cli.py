@@ -30,8 +30,8 @@ from pathlib import Path
 from conformance.report.model import ReportError
 from conformance.results import Category
 from conformance.supervision import JOURNAL_SUFFIX, die_with_parent
-from conformance.transport import clean_text
 from conformance.supervisor import Supervisor
+from conformance.transport import clean_text
 
 EXIT_OK, EXIT_NOT_CERTIFIED, EXIT_USAGE, EXIT_INVALID, EXIT_STALE = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
@@ -591,7 +591,6 @@ def scoreboard_command(ns: argparse.Namespace) -> int:
     """Several backends side by side: OUTPUT/scoreboard.md and scoreboard.html."""
     from conformance import specs as spec_module
     from conformance.report import scoreboard
-
     from conformance.report import verify as verifying
 
     specs = spec_module.load()

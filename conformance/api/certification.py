@@ -7,7 +7,6 @@ callable returning one) through the entry-point group ``conformance.backends``.
 from __future__ import annotations
 
 import re
-
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field

@@ -265,7 +265,6 @@ def _sample_calls(name: str, kinds: tuple[str, ...]) -> list:
 
 def _outcome(lower, program, **kwargs):
     """Everything a lowering produced, or what it raised."""
-    from executorch.exir._serialize._program import serialize_pte_binary
 
     try:
         lowered = lower(program, [], **kwargs)
