@@ -39,6 +39,8 @@ _BY_NAME: dict[str, tuple[ScalarType, np.dtype]] = {
     "bfloat16": (ScalarType.BFloat16, np.dtype(ml_dtypes.bfloat16)),
 }
 DTYPE_NAMES: tuple[str, ...] = tuple(_BY_NAME)
+DTYPE_ORDER: tuple[str, ...] = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64")
+"""The order reports list dtypes in: bool, then integers, then floats, each by width."""
 _NAME_BY_CODE = {code: name for name, (code, _) in _BY_NAME.items()}
 _NAME_BY_NUMPY = {dt: name for name, (_, dt) in _BY_NAME.items()}
 
