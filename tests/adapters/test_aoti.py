@@ -17,7 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conformance.adapters import aoti  # noqa: E402
+from backend_adapters import aoti  # noqa: E402
 from conformance.api import BackendError, Error, EValue  # noqa: E402
 from conformance.checks import _support as support  # noqa: E402
 from conformance.driver import Driver  # noqa: E402

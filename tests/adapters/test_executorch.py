@@ -35,14 +35,14 @@ def et():
 
 @pytest.fixture(scope="module")
 def xnnpack(et) -> BackendUnderTest:
-    from conformance.adapters.executorch import xnnpack
+    from backend_adapters.executorch import xnnpack
 
     return xnnpack()
 
 
 @pytest.fixture(scope="module")
 def portable(et) -> BackendUnderTest:
-    from conformance.adapters.executorch import portable
+    from backend_adapters.executorch import portable
 
     return portable()
 
@@ -68,7 +68,7 @@ def _add():
 
 
 def test_missing_executorch_is_a_discovery_error(monkeypatch):
-    from conformance.adapters import executorch as adapter
+    from backend_adapters import executorch as adapter
 
     monkeypatch.setitem(sys.modules, "executorch.runtime", None)  # import raises ImportError
     for factory in (adapter.xnnpack, adapter.portable):
@@ -195,7 +195,7 @@ def test_non_utf8_log_message_aborts_only_a_subprocess(et):
     script = textwrap.dedent(
         """
         import torch
-        from conformance.adapters.executorch import xnnpack
+        from backend_adapters.executorch import xnnpack
         from conformance.driver import Driver
         from conformance.programs import export_module
         from conformance.results import CheckFailure
@@ -277,7 +277,7 @@ def _outcome(lower, program, **kwargs):
 def _assert_same_both_ways(lower, program, what: str) -> tuple[int, int]:
     """Lower ``program`` as ExecuTorch wrote it and without redundant re-tracing: the same .pte,
     payload, debug handle map, named data, or the same refusal. (skipped, run) re-tracings."""
-    from conformance.adapters import executorch_lowering as lowering
+    from backend_adapters import executorch_lowering as lowering
 
     full = _outcome(lower, program, skip_retraces=False)
     before = (lowering.STATS.retraces_skipped, lowering.STATS.retraces_run)
@@ -294,8 +294,8 @@ def _assert_same_both_ways(lower, program, what: str) -> tuple[int, int]:
 
 @pytest.mark.parametrize("name", SAMPLE_OPS)
 def test_xnnpack_without_redundant_retraces_lowers_the_same(et, name):
+    from backend_adapters.executorch_lowering import _lower_xnnpack
     from conformance import specs
-    from conformance.adapters.executorch_lowering import _lower_xnnpack
     from conformance.programs import build_program
 
     assert name in specs.load().profile("executorch").ops
@@ -306,7 +306,7 @@ def test_xnnpack_without_redundant_retraces_lowers_the_same(et, name):
 
 @pytest.mark.parametrize("name", SAMPLE_OPS)
 def test_portable_without_redundant_retraces_lowers_the_same(et, name):
-    from conformance.adapters.executorch_lowering import _lower_portable
+    from backend_adapters.executorch_lowering import _lower_portable
     from conformance.programs import build_program
 
     for call in _sample_calls(name, ("model",)):
@@ -314,7 +314,7 @@ def test_portable_without_redundant_retraces_lowers_the_same(et, name):
 
 
 def test_contract_programs_and_batches_without_redundant_retraces_lower_the_same(et):
-    from conformance.adapters.executorch_lowering import _lower_portable, _lower_xnnpack, retrace_is_identity
+    from backend_adapters.executorch_lowering import _lower_portable, _lower_xnnpack, retrace_is_identity
     from conformance.checks import _support as support
     from conformance.programs import ProgramCache, batch_program
 
@@ -372,7 +372,7 @@ def _batch_calls(kind: str) -> list:
 
 @pytest.mark.parametrize("kind", ["add", "relu", "conv"])
 def test_a_batch_is_one_xnnpack_delegate_and_matches_its_calls_alone(xnnpack, kind):
-    from conformance.adapters.executorch_runtime import TEMPLATES
+    from backend_adapters.executorch_runtime import TEMPLATES
     from conformance.checks import _support as support
     from conformance.programs import batch_program, build_program, split_outputs
 
@@ -394,7 +394,7 @@ def test_a_batch_is_one_xnnpack_delegate_and_matches_its_calls_alone(xnnpack, ki
 
 
 def _entry(n: int = 1):
-    from conformance.adapters.executorch_lowering import Lowered
+    from backend_adapters.executorch_lowering import Lowered
     from conformance.api import DataEntry
 
     return Lowered(
@@ -406,7 +406,7 @@ def _entry(n: int = 1):
 
 
 def test_disk_cache_round_trips_lowerings_and_refusals(tmp_path):
-    from conformance.adapters.executorch_lowering import LoweringDiskCache
+    from backend_adapters.executorch_lowering import LoweringDiskCache
 
     cache = LoweringDiskCache(tmp_path)
     assert cache.load("k1") is None
@@ -420,7 +420,7 @@ def test_disk_cache_round_trips_lowerings_and_refusals(tmp_path):
     refusal = cache.load("k2")
     assert isinstance(refusal, BackendError) and refusal.error is Error.NotSupported
     assert refusal.message == "refused: aten.relu.default(float32[0, 3]) left undelegated"
-    from conformance.adapters.executorch_lowering import CachedCrash, Crash
+    from backend_adapters.executorch_lowering import CachedCrash, Crash
 
     cache.store("k3", Crash("IndexError", "tuple index out of range", "Traceback ...\nIndexError"))
     crash = cache.load("k3")
@@ -431,7 +431,7 @@ def test_disk_cache_round_trips_lowerings_and_refusals(tmp_path):
 
 
 def test_disk_cache_drops_unreadable_entries(tmp_path):
-    from conformance.adapters.executorch_lowering import LoweringDiskCache
+    from backend_adapters.executorch_lowering import LoweringDiskCache
 
     cache = LoweringDiskCache(tmp_path)
     cache.store("k", _entry())
@@ -443,7 +443,7 @@ def test_disk_cache_drops_unreadable_entries(tmp_path):
 
 
 def test_disk_cache_evicts_the_least_recently_used_beyond_its_size(tmp_path):
-    from conformance.adapters.executorch_lowering import LoweringDiskCache
+    from backend_adapters.executorch_lowering import LoweringDiskCache
 
     size = len(LoweringDiskCache(tmp_path / "probe")._encode(_entry()))
     cache = LoweringDiskCache(tmp_path / "c", max_bytes=5 * size)
@@ -460,7 +460,7 @@ def test_disk_cache_evicts_the_least_recently_used_beyond_its_size(tmp_path):
 
 _WRITER = """
 import sys
-from conformance.adapters.executorch_lowering import Lowered, LoweringDiskCache
+from backend_adapters.executorch_lowering import Lowered, LoweringDiskCache
 from conformance.api import DataEntry
 cache = LoweringDiskCache(sys.argv[1])
 n = int(sys.argv[2])
@@ -471,7 +471,7 @@ for i in range(200):
 
 def test_disk_cache_concurrent_writers_never_show_a_partial_entry(tmp_path):
     """xdist workers store the same keys at once: a reader sees a whole entry of one writer, or none."""
-    from conformance.adapters.executorch_lowering import LoweringDiskCache
+    from backend_adapters.executorch_lowering import LoweringDiskCache
 
     writers = [
         subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path), str(n)], cwd=ROOT) for n in (1, 2, 3)
@@ -500,7 +500,7 @@ def _relu_call(shape=(2, 3, 4)):
 @pytest.fixture
 def fresh_lowering(monkeypatch, tmp_path):
     """This process as a new xdist worker would see it: empty memory caches, a disk cache under tmp_path."""
-    from conformance.adapters import executorch_lowering as lowering
+    from backend_adapters import executorch_lowering as lowering
 
     monkeypatch.delenv("CONFORMANCE_NO_LOWERING_CACHE", raising=False)
     monkeypatch.setenv("CONFORMANCE_CACHE", str(tmp_path))
@@ -514,7 +514,7 @@ def fresh_lowering(monkeypatch, tmp_path):
 
 
 def test_disk_cache_serves_num_programs_to_a_new_process(xnnpack, portable, fresh_lowering, tmp_path, monkeypatch):
-    from conformance.adapters import executorch_lowering as lowering
+    from backend_adapters import executorch_lowering as lowering
     from conformance.programs import build_program
 
     stats = lowering.STATS
@@ -552,7 +552,7 @@ def test_a_crashing_lowering_is_kept_and_raised_again_as_it_was(xnnpack, fresh_l
     """ExecuTorch's ChannelsLastTaggedReshapePass crashes on prelu of rank 3 (a parameter weight): the crash is as
     deterministic as a lowering (same program, ExecuTorch, torch: same key), so a warm run raises it
     again from disk, same type name and message, without lowering (issue 11's warm re-run)."""
-    from conformance.adapters import executorch_lowering as lowering
+    from backend_adapters import executorch_lowering as lowering
     from conformance.programs import build_program
     from conformance.strategies.case import Call, Tensor
 
@@ -578,7 +578,7 @@ def test_a_crashing_lowering_is_kept_and_raised_again_as_it_was(xnnpack, fresh_l
 
 
 def test_machine_failures_are_not_kept_as_crashes():
-    from conformance.adapters.executorch_lowering import Crash
+    from backend_adapters.executorch_lowering import Crash
 
     assert Crash.of(MemoryError()) is None and Crash.of(OSError(28, "No space left on device")) is None
     assert Crash.of(BackendError(Error.Internal, "x")) is None
@@ -591,7 +591,7 @@ def test_contract_programs_are_never_served_from_disk(xnnpack, fresh_lowering, t
     really preprocess: contract programs bypass the disk cache, NUM programs (built by the harness) use it."""
     from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
 
-    from conformance.adapters import executorch_lowering as lowering
+    from backend_adapters import executorch_lowering as lowering
     from conformance.checks import _support as support
     from conformance.programs import ProgramCache, batch_program, build_program
 
@@ -617,8 +617,8 @@ def test_contract_programs_are_never_served_from_disk(xnnpack, fresh_lowering, t
 _WARM_WORKER = """
 import json, sys
 import numpy as np
-from conformance.adapters import executorch_lowering as lowering
-from conformance.adapters.executorch import xnnpack
+from backend_adapters import executorch_lowering as lowering
+from backend_adapters.executorch import xnnpack
 from conformance.driver import Driver
 from conformance.programs import build_program
 from tests.adapters.test_executorch import _batch_calls, support_like

@@ -12,8 +12,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from backend_adapters import _exported, lazy  # noqa: E402
 from conformance import specs as spec_module  # noqa: E402
-from conformance.adapters import _exported, lazy  # noqa: E402
 from conformance.api import BackendError, Error, EValue  # noqa: E402
 from conformance.checks import _support as support  # noqa: E402
 from conformance.checks import test_lazy as checks  # noqa: E402

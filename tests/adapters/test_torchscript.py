@@ -22,9 +22,9 @@ import pytest
 
 pytest.importorskip("torch")
 
+from backend_adapters import torchscript as ts  # noqa: E402
+from backend_adapters import torchscript_codegen as codegen  # noqa: E402
 from conformance import specs as spec_module  # noqa: E402
-from conformance.adapters import torchscript as ts  # noqa: E402
-from conformance.adapters import torchscript_codegen as codegen  # noqa: E402
 from conformance.api import BackendError, Error, EValue  # noqa: E402
 from conformance.checks import _support as support  # noqa: E402
 from conformance.driver import Driver  # noqa: E402

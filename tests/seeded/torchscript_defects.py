@@ -1,7 +1,7 @@
 """A seeded defect of the TorchScript to_backend family: the demo backend with one output perturbed.
 
 ``perturbed_demo`` is TorchScript's real ``backend_with_compiler_demo`` (lowered,
-loaded and executed exactly as conformance.adapters.torchscript does it) whose
+loaded and executed exactly as backend_adapters.torchscript does it) whose
 runtime then nudges the first element of the last output by a relative 1e-3, far
 beyond float32's tolerance: the kind of slightly-wrong kernel a vendor ships.
 tests/adapters/test_torchscript.py certifies it next to the unperturbed demo and
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.adapters import torchscript as ts
+from backend_adapters import torchscript as ts
 from conformance.api import BackendUnderTest, Error
 
 RELATIVE_ERROR = 1e-3

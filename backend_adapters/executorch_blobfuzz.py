@@ -7,8 +7,8 @@ blob) each in a forked child, so a crash costs one line, and tabulates what
 happened: refused by init, refused by execute, accepted, or the signal that
 killed the child and the last line the child wrote to stderr.
 
-    python -m conformance.adapters.executorch_blobfuzz xnnpack [N] [SEED]
-    python -m conformance.adapters.executorch_blobfuzz portable [N] [SEED]
+    python -m backend_adapters.executorch_blobfuzz xnnpack [N] [SEED]
+    python -m backend_adapters.executorch_blobfuzz portable [N] [SEED]
 
 POSIX only (os.fork). Needs executorch.
 """
@@ -33,7 +33,7 @@ OUTCOMES = {
 
 
 def run(which: str, count: int = 60, seed: int = 0, out=sys.stdout) -> collections.Counter:
-    from conformance.adapters import executorch
+    from backend_adapters import executorch
     from conformance.checks import _support as support
     from conformance.driver import Driver
     from conformance.results import Category, CheckFailure
