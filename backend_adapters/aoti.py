@@ -26,6 +26,10 @@ The delegate mapping:
 AOTInductor keeps no debug handles: its generated code does not carry the
 program's ``node.meta["debug_handle"]``, so ``debug_handle_map`` is None and the
 DBG clauses are declared not applicable in the manifest.
+
+Claims are data, all literal: ``backend_adapters/claims/torch-aoti.toml`` (every spec'd op
+in every dtype, resolved through ``conformance.specs``; the not-applicable clauses with
+their reasons).
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from conformance.api import (
     PreprocessResult,
 )
 
-from . import _exported
+from . import _claims, _exported
 
 NAME = "torch-aoti"
 CHECK_INPUTS_ENV = "AOTI_RUNTIME_CHECK_INPUTS"
@@ -295,26 +299,9 @@ def _first_line(exc: BaseException) -> str:
 
 
 def manifest() -> Manifest:
-    from conformance import specs as spec_module
-
-    no_handles = (
-        "AOTInductor keeps no debug handles: the generated C++ does not carry the program's "
-        "node.meta['debug_handle'], the package has no map from kernels to source nodes, and runtime "
-        "errors are C++ exceptions naming no instruction; preprocess returns debug_handle_map=None"
-    )
-    return Manifest(
-        # Inductor lowers every ATen op, or calls the ATen kernel from the generated code (an extern
-        # kernel compiled into the package): the backend claims the whole spec.
-        ops={op: "*" for op in sorted(spec_module.load().ops)},
-        not_applicable={
-            "PRE-004": no_handles,
-            "DBG-": no_handles,
-            "RT-013": (
-                "the .pt2 package is a zip archive whose format version is a CRC-checked member at no fixed "
-                "offset, so the harness cannot forge an older or newer version in place"
-            ),
-        },
-    )
+    """claims/torch-aoti.toml: the whole spec (Inductor lowers every ATen op or calls its kernel), and the
+    clauses without debug handles or a fixed version field, with the reasons."""
+    return _claims.load(NAME).manifest()
 
 
 def _version() -> str:

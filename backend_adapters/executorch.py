@@ -17,23 +17,24 @@ executorch-portable
     emitter's instruction -> debug handles map.
 
 Lowering details: ``executorch_lowering``; runtime details: ``executorch_runtime``.
-Claims are what ExecuTorch documents (see ``_xnnpack_claims`` / ``_portable_claims``),
-and every clause the Python runtime cannot observe is declared not applicable
-with its reason.
+Claims are what ExecuTorch documents, and every clause the Python runtime cannot
+observe is declared not applicable with its reason. They are data:
+``backend_adapters/claims/executorch-xnnpack.toml`` and ``executorch-portable.toml``
+(read by ``backend_adapters._claims``) hold every literal: XNNPACK's claimed ops and
+dtypes (its op-support table's), its documented refusals, both blobs' version fields
+and the not-applicable clauses with their reasons. One claim stays code: portable's
+ops and dtypes, which ``_portable_claims`` computes when the backend is built from
+the installed ExecuTorch's kernels/portable/functions.yaml and edge.yaml.
 """
 
 from __future__ import annotations
 
 import functools
 
-from conformance.api import (
-    BackendDetails,
-    BackendUnderTest,
-    BlobVersionField,
-    Manifest,
-    PreprocessResult,
-)
+from conformance.api import BackendDetails, BackendUnderTest, PreprocessResult
 from conformance.discovery import DiscoveryError
+
+from . import _claims
 
 EXECUTORCH_VERSION = "1.5.1"
 INSTALL = f"executorch is not installed: pip install 'torch-backend-conformance[executorch]' (executorch=={EXECUTORCH_VERSION})"
@@ -101,50 +102,7 @@ class PortableDetails(BackendDetails):
 
 
 # ---------------------------------------------------------------------------------------------
-# Claims
-
-
-_XNNPACK_DOCUMENTED = (
-    # docs/source/backends/xnnpack/op-support.csv (ExecuTorch), operators listed with no
-    # constraint, as the harness names them. Compute dtypes documented: fp16, fp32.
-    "aten.abs.default",
-    "aten.bmm.default",
-    "aten.cat.default",
-    "aten.ceil.default",
-    "aten.clamp.default",
-    "aten.div.Tensor",
-    "aten.elu.default",
-    "aten.exp.default",
-    "aten.floor.default",
-    "aten.gelu.default",
-    "aten.hardswish.default",
-    "aten.hardtanh.default",
-    "aten.leaky_relu.default",
-    "aten.log.default",
-    "aten.maximum.default",
-    "aten.minimum.default",
-    "aten.mul.Tensor",
-    "aten.neg.default",
-    "aten.permute.default",
-    "aten.permute_copy.default",
-    "aten.relu.default",
-    "aten.rsqrt.default",
-    "aten.sigmoid.default",
-    "aten.sqrt.default",
-    "aten.tanh.default",
-)
-"""Not claimed though listed, because the table restricts them in ways the harness's
-draws cross (refusals are NOT_SUPPORTED, accepted calls are still checked):
-_to_dim_order_copy (no dtype conversion), add/sub (alpha=1), avg_pool2d (ceil_mode,
-count_include_pad, divisor_override), constant_pad_nd (no negative padding),
-conv1d/conv2d and linear (constant weights; aten.convolution also covers 3-d and
-transposed), max_pool2d (stride <= kernel, ceil_mode static only), mean (4-d, dims
-[-2,-1]), pow (power=2), slice_copy (no zero-dim, no dynamic shapes), softmax (last
-dim), upsample_bilinear2d (no dynamic output sizes)."""
-
-
-def _xnnpack_claims() -> dict[str, tuple[str, ...]]:
-    return {op: ("float16", "float32") for op in _XNNPACK_DOCUMENTED}
+# Claims computed at run time (the literals are in claims/executorch-*.toml)
 
 
 _ET_DTYPES = {
@@ -211,67 +169,7 @@ def _out_variant(name: str) -> str | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# What the Python runtime cannot observe
-
-
-_NO_ALLOCATORS = (
-    "ExecuTorch's runtime allocates the method's planned arenas and the delegate's memory itself "
-    "(the pybindings own the MemoryManager); the harness's MemoryAllocator cannot reach the C++ runtime, "
-    "so exhaustion cannot be simulated (an init that ignores it would pass vacuously)"
-)
-_NO_HANDLES = (
-    "the C++ delegate handle never leaves ExecuTorch: Method owns it and frees it with the method, and "
-    "XnnpackBackend::execute static_casts whatever handle it is given without validation "
-    "(backends/xnnpack/runtime/XNNPACKBackend.cpp), relying on Method never passing a stale or foreign one; "
-    "the Python API cannot pass one, so only the adapter's own bookkeeping could be checked"
-)
-_NO_ETDUMP = (
-    "ETDump is reachable from Python only as one dump per loaded Program "
-    "(write_etdump_result_to_file finalizes the flatcc builder: a second call writes a buffer without the "
-    "ED00 identifier) and parsing it spawns flatc (~0.2 s), so events cannot be attributed to one execute; "
-    "what one dump shows is in reports/README.md"
-)
-_CPP_REGISTRY = (
-    "ExecuTorch's backend table (runtime/backend/interface.cpp) is filled by static initializers of the "
-    "linked C++ backends; Python can list it and ask is_available but cannot register into it, so its slot "
-    "limit, duplicate and empty-name handling and enumeration order cannot be exercised from Python"
-)
-
-
-def _xnnpack_not_applicable() -> dict[str, str]:
-    na = {f"REG-00{i}": _CPP_REGISTRY for i in range(1, 6)}
-    na.update({"RT-006": _NO_HANDLES, "RT-007": _NO_HANDLES, "RT-019": _NO_HANDLES, "RT-014": _NO_ALLOCATORS, "DBG-003": _NO_ETDUMP})
-    return na
-
-
-def _portable_not_applicable() -> dict[str, str]:
-    return {
-        "REG-": "executorch-portable delegates nothing: no backend enters ExecuTorch's backend table",
-        "RT-006": _NO_HANDLES.replace("XnnpackBackend::execute static_casts", "delegates static_cast")
-        .replace(" (backends/xnnpack/runtime/XNNPACKBackend.cpp)", ""),
-        "RT-019": "executorch-portable has no delegate handle to destroy and revive: Method itself is the handle",
-        "RT-007": "executorch-portable has no delegate handle: Method itself is the handle and is owned by "
-        "the pybindings, which cannot be handed a foreign one",
-        "RT-014": _NO_ALLOCATORS,
-        "DBG-003": _NO_ETDUMP,
-        "PRE-005": "executorch-portable stores weights in the .pte's constant segment; it produces no named data",
-    }
-
-
-# ---------------------------------------------------------------------------------------------
 # Factories
-
-
-XNNPACK_REFUSES = {"*": ("empty", "0-d", "mixed dtypes")}
-"""What the XnnpackPartitioner documents leaving undelegated for every op: empty tensors
-(partition/config/xnnpack_config.py: "XNNPACK does not support empty tensors"), 0-d operands, and
-operands of mixed dtypes (a promotion needs _to_dim_order_copy with a dtype change, which XNNPACK
-does not take). A claimed op refusing anything else fails its check."""
-
-XNNPACK_VERSION_OFFSET = 32 + 4 + 3
-"""The XNNPACK payload: a 32-byte XNNHeader ("XH00" at 4), then the flatbuffer, whose
-file identifier "XN01" sits at offset 4 of it; its last character is the schema
-version XNNCompiler checks (it accepts XN00 and XN01)."""
 
 
 def xnnpack() -> BackendUnderTest:
@@ -284,12 +182,7 @@ def xnnpack() -> BackendUnderTest:
         runtime=XnnpackRuntime(),
         profile="executorch",  # every example is a lowering (1-2 s): full would take ~10 h
         version=f"executorch {version} (XNNPACK delegate, flatbuffer schema XN01)",
-        manifest=Manifest(
-            ops=_xnnpack_claims(),
-            not_applicable=_xnnpack_not_applicable(),
-            refuses=XNNPACK_REFUSES,
-            blob_version=BlobVersionField(offset=XNNPACK_VERSION_OFFSET, size=1, current=ord("1")),
-        ),
+        manifest=_claims.load("executorch-xnnpack").manifest(),
         description="ExecuTorch's XNNPACK delegate: XnnpackPartitioner + XnnpackBackend.preprocess, "
         "run by ExecuTorch's C++ runtime through its Python bindings",
         registry=CppRegistryView,
@@ -308,12 +201,7 @@ def portable() -> BackendUnderTest:
         runtime=PortableRuntime(),
         profile="executorch",
         version=f"executorch {version} (CPU kernels, program schema ET12)",
-        manifest=Manifest(
-            ops=_portable_claims(),
-            not_applicable=_portable_not_applicable(),
-            # The .pte's flatbuffer file identifier "ET12" (bytes 4..8): "12" is the schema version.
-            blob_version=BlobVersionField(offset=6, size=2, current=int.from_bytes(b"12", "big"), byteorder="big"),
-        ),
+        manifest=_claims.load("executorch-portable").manifest(_portable_claims()),
         description="ExecuTorch without delegates: to_edge + to_executorch, every op on the CPU kernels "
         "the pip wheel links (optimized over portable), run by ExecuTorch's C++ runtime",
         family="delegate",

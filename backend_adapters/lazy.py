@@ -26,6 +26,10 @@ contract:
 The delegate-only clauses (blob format, handles, registry, debug handles) would
 test this plumbing, not torch.lazy: they name only the delegate and torchscript
 families in specs/interface.toml, so they are NOT_APPLICABLE for family "lazy".
+
+Claims are data: ``backend_adapters/claims/torch-lazy-ts.toml`` names the spec profile
+"lazy" as the claimed ops (specs/profiles.toml lists them once; :func:`lowered_ops`
+reads them from there) and declares LAZY-010 not applicable with the reason.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from conformance.api import (
     PreprocessResult,
 )
 
-from . import _exported
+from . import _claims, _exported
 
 NAME = "torch-lazy-ts"
 DEVICE = "lazy"
@@ -298,57 +302,17 @@ class LazyRuntime(BackendInterface):
             handle.module = None
 
 
-# The spec'd ops that torch 2.13's TorchScript lazy backend traces into its IR for every spec'd
-# dtype: none of them hits the eager fallback (probed with fallback_ops on hypothesis-drawn calls,
-# three per op and dtype). The other spec'd ops fall back (aten::acos, aten::amax, aten::where.self,
-# aten::_native_batch_norm_legit, ...): preprocess refuses them, so they report NOT_SUPPORTED.
-# specs/profiles.toml's "lazy" profile lists the same ops.
-LOWERED_OPS = (
-    "aten._adaptive_avg_pool2d.default", "aten._log_softmax.default", "aten._softmax.default",
-    "aten._to_copy.default", "aten._unsafe_view.default", "aten.abs.default", "aten.add.Scalar",
-    "aten.add.Tensor", "aten.addmm.default", "aten.alias.default", "aten.all.default", "aten.any.default",
-    "aten.arange.default", "aten.arange.start", "aten.arange.start_step", "aten.avg_pool2d.default",
-    "aten.baddbmm.default", "aten.bitwise_and.Scalar", "aten.bitwise_and.Tensor", "aten.bitwise_or.Scalar",
-    "aten.bitwise_or.Tensor", "aten.bmm.default", "aten.cat.default", "aten.celu.default",
-    "aten.clamp.default", "aten.clone.default", "aten.constant_pad_nd.default", "aten.convolution.default",
-    "aten.cos.default", "aten.cumsum.default", "aten.diagonal.default", "aten.div.Scalar",
-    "aten.div.Scalar_mode", "aten.div.Tensor", "aten.div.Tensor_mode", "aten.elu.default",
-    "aten.embedding.default", "aten.eq.Scalar", "aten.eq.Tensor", "aten.exp.default", "aten.expand.default",
-    "aten.flip.default", "aten.floor.default", "aten.frac.default", "aten.full.default",
-    "aten.full_like.default", "aten.gather.default", "aten.ge.Scalar", "aten.ge.Tensor", "aten.gelu.default",
-    "aten.glu.default", "aten.gt.Scalar", "aten.gt.Tensor", "aten.hardsigmoid.default",
-    "aten.index_select.default", "aten.isfinite.default", "aten.isinf.default", "aten.le.Scalar",
-    "aten.le.Tensor", "aten.leaky_relu.default", "aten.linear.default", "aten.log.default",
-    "aten.log2.default", "aten.log_sigmoid_forward.default", "aten.lt.Scalar", "aten.lt.Tensor",
-    "aten.max.default", "aten.max.dim", "aten.max_pool2d.default", "aten.max_pool2d_with_indices.default",
-    "aten.maximum.default", "aten.mean.default", "aten.mean.dim", "aten.min.default", "aten.minimum.default",
-    "aten.mm.default", "aten.mul.Scalar", "aten.mul.Tensor", "aten.native_layer_norm.default",
-    "aten.ne.Scalar", "aten.ne.Tensor", "aten.neg.default", "aten.permute.default",
-    "aten.pixel_shuffle.default", "aten.pixel_unshuffle.default", "aten.pow.Tensor_Scalar",
-    "aten.pow.Tensor_Tensor", "aten.reciprocal.default", "aten.relu.default", "aten.remainder.Scalar",
-    "aten.remainder.Tensor", "aten.repeat.default", "aten.rsqrt.default", "aten.rsub.Scalar",
-    "aten.scalar_tensor.default", "aten.scatter_add.default", "aten.select.int",
-    "aten.select_scatter.default", "aten.selu.default", "aten.sgn.default", "aten.sigmoid.default",
-    "aten.silu.default", "aten.slice.Tensor", "aten.slice_scatter.default", "aten.softplus.default",
-    "aten.sort.default", "aten.sqrt.default", "aten.squeeze.default", "aten.squeeze.dim", "aten.squeeze.dims",
-    "aten.stack.default", "aten.sub.Scalar", "aten.sub.Tensor", "aten.sum.default", "aten.sum.dim_IntList",
-    "aten.tanh.default", "aten.threshold.default", "aten.topk.default", "aten.tril.default",
-    "aten.triu.default", "aten.trunc.default", "aten.unfold.default", "aten.unsqueeze.default",
-    "aten.upsample_bilinear2d.vec", "aten.upsample_nearest2d.vec", "aten.view.default",
-)
-
-
-NO_DEVICE_LIST = (
-    "torch 2.13 binds no device enumeration to Python: torch._C._lazy has _get_default_device_type but "
-    "nothing reaching BackendImplInterface::GetBackendDevices, so the list cannot be observed. (Its C++ "
-    "source, ts_backend_impl.cpp, returns GetBackendDevice(cpu:0) and GetBackendDevice(cuda:0), and "
-    "GetBackendDevice ignores the type: two entries for the default type, ordinal 0; 'TODO(whc) figure out "
-    "how to query available devices'.) Every ordinal lazy:N is accepted and computes on CPU (LAZY-005)"
-)
+def lowered_ops() -> tuple[str, ...]:
+    """The spec'd ops torch's TorchScript lazy backend traces into its IR for every spec'd dtype: the
+    ops of the spec profile "lazy" (specs/profiles.toml), the one list, which claims/torch-lazy-ts.toml
+    names. The other spec'd ops fall back to eager CPU (aten::acos, aten::amax, aten::where.self, ...):
+    preprocess refuses them, so they report NOT_SUPPORTED."""
+    return tuple(manifest().ops)
 
 
 def manifest() -> Manifest:
-    return Manifest(ops={op: "*" for op in LOWERED_OPS}, not_applicable={"LAZY-010": NO_DEVICE_LIST})
+    """claims/torch-lazy-ts.toml: the "lazy" profile's ops in every dtype; LAZY-010 not applicable."""
+    return _claims.load(NAME).manifest()
 
 
 def _version() -> str:

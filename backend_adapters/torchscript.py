@@ -69,6 +69,10 @@ execute
     its debug info and follows an execute error back to the program's source line.
 destroy
     Releases the module; the handle refuses further use.
+
+Claims (ops, dtypes, the clauses no backend of the family can be observed on and why) are
+data, all literal: ``backend_adapters/claims/torchscript-backend-with-compiler-demo.toml``
+and ``torchscript-test-backend.toml``, which extend ``_torchscript-family.toml``.
 """
 
 from __future__ import annotations
@@ -95,6 +99,7 @@ from conformance.api import (
     PreprocessResult,
 )
 
+from . import _claims
 from . import torchscript_codegen as codegen
 
 SKELETON_KEY = "torchscript/lowered_module"
@@ -109,39 +114,6 @@ _SCHEMA_ERROR_RE = re.compile(
 )
 _LOADED: dict[str, str] = {}
 _LOAD_LOCK = threading.Lock()
-
-# Clauses no backend of this family can be observed on, with the reason the report shows. The
-# clauses excluded for the whole family by specs/interface.toml (applies_to) are explained in
-# the module docstring of conformance/checks/test_torchscript.py.
-FAMILY_EXCLUDED = {
-    # Why specs/interface.toml leaves these clauses out of the torchscript family (applies_to); the
-    # report shows the reason after the family note.
-    "PRE-003": "the backend never sees the ExportedProgram (it lowers the scripted module the adapter generates), so a mutation would be the adapter's",
-    "PRE-005": "to_backend has no named data: a backend's preprocess returns only the processed value",
-    "PRE-007": "torch._C._jit_to_backend lowers the methods named in one compile-spec dict in one call; there is no per-method, per-partition preprocess_multimethod",
-    "RT-005": "the processed blob is held by the lowered module's TorchScript state, not by a buffer the runtime frees; freeing the harness's copy tests the adapter",
-    "RT-006": "a destroyed handle is the adapter's Python object; TorchScript has no destroy (the module is released by refcount)",
-    "RT-007": "handles are the adapter's Python objects; the backend's own handles never leave the lowered module",
-    "RT-009": "the TorchScript interpreter rethrows every backend error as RuntimeError, so no backend of the family can report InvalidArgument; RT-051 checks the refusal that is observable",
-    "RT-010": "the TorchScript interpreter rethrows every backend error as RuntimeError, so no backend of the family can report InvalidArgument; RT-051 checks the refusal that is observable",
-    "RT-013": "to_backend blobs carry no format version: the processed value is whatever the backend's preprocess returns",
-    "RT-014": "to_backend has no allocator injection: backends allocate from c10's CPU allocator",
-    "RT-016": "init is torch.jit.load of the lowered module, so a leak over init/destroy cycles measures TorchScript's loader rather than the backend",
-    "REG-": "to_backend backends register statically by name (torch::jit::backend<T>) when their library loads; there is no 16-slot registry to fill or query",
-    "DBG-003": "backends record events to the lite interpreter's edge profiler (RECORD_BACKEND_EVENT_TO_EDGE_PROFILER); the desktop runtime has no EventTracer to receive them",
-}
-
-NOT_APPLICABLE = {
-    **FAMILY_EXCLUDED,
-    "DBG-001": (
-        "a delegated failure's debug handle is not observable on the runtime execute uses: the desktop "
-        "TorchScript interpreter rethrows c10::BackendRuntimeException as a plain RuntimeError and drops its "
-        "debug handles, so no TorchScript backend can attach one to the error the caller sees (and the "
-        "index_select program DBG-001 runs is not one a to_backend backend computes); DBG-051 checks the "
-        "handle where TorchScript delivers it: the lite interpreter symbolicates it to the source line"
-    ),
-}
-
 
 # ---------------------------------------------------------------------------------------------
 # Libraries
@@ -548,29 +520,13 @@ def make(
     )
 
 
-DEMO_MANIFEST = Manifest(
-    # "It just supports for modules that implement a sum or subtraction of 2 inputs",
-    # "Only float tensors are compatible for add and sub" (test_backend_compiler_lib.cpp).
-    ops={"aten.add.Tensor": ("float32",), "aten.sub.Tensor": ("float32",)},
-    not_applicable=NOT_APPLICABLE,
-)
-
-TEST_BACKEND_MANIFEST = Manifest(
-    # It claims no ATen operator: execute ignores the module and returns (sum of inputs, first
-    # minus the rest) for "forward" (test_backend_lib.cpp: "not intended to produce numerically
-    # correct results"). Whatever it accepts is checked like a claim.
-    ops={},
-    not_applicable=NOT_APPLICABLE,
-)
-
-
 def backend_with_compiler_demo() -> BackendUnderTest:
     return make(
         "torchscript-backend-with-compiler-demo",
         "backend_with_compiler_demo",
         "libbackend_with_compiler.so",
         "string",
-        DEMO_MANIFEST,
+        _claims.load("torchscript-backend-with-compiler-demo").manifest(),
         "TorchScript to_backend demo backend with an AOT compiler (aten::add/sub of two float tensors), "
         "from torch/lib/libbackend_with_compiler.so",
     )
@@ -582,7 +538,7 @@ def test_backend() -> BackendUnderTest:
         "test_backend",
         "libjitbackend_test.so",
         "module",
-        TEST_BACKEND_MANIFEST,
+        _claims.load("torchscript-test-backend").manifest(),
         "TorchScript to_backend registration test backend (accumulator), from torch/lib/libjitbackend_test.so",
         # It lowers everything and computes nothing: full would be 2001 copies of one finding (~50 min).
         profile="core-fp32",
