@@ -5,7 +5,7 @@ The seed interface is ``torch::lazy::BackendImplInterface``
 backend data -> tensor), placeholders, lowering and compilation of traced
 graphs, execution, devices, the RNG seed and metrics. Its own semantics are the
 LAZY clauses (conformance/checks/test_lazy.py), which reach the backend through
-``runtime.lazy`` (a :class:`LazyHooks`).
+``runtime.lazy``: a :class:`LazyHooks`, this backend's ``conformance.api.LazyBackendHooks``.
 
 To run the NUM checks unchanged, the lazy device is mapped onto the delegate
 contract:
@@ -45,6 +45,7 @@ from conformance.api import (
     BackendInterface,
     BackendUnderTest,
     Error,
+    LazyBackendHooks,
     Manifest,
     PreprocessResult,
 )
@@ -78,11 +79,14 @@ def ensure_initialized() -> None:
 # What the LAZY checks use
 
 
-class LazyHooks:
-    """The torch.lazy APIs the LAZY checks drive, behind one object (``runtime.lazy``).
+class LazyHooks(LazyBackendHooks):
+    """The TorchScript lazy backend's ``conformance.api.LazyBackendHooks`` (``runtime.lazy``): the
+    torch.lazy APIs the LAZY checks drive, behind one object. The protocol's docstrings say what
+    each must do; this class says only how torch._lazy does it.
 
-    Another torch.lazy backend (XLA, a vendor's LTC backend) certifies through
-    the same checks by providing an object with these members.
+    It does not implement ``LazyDeviceList``: torch 2.13 binds no GetBackendDevices to Python
+    (LAZY-010 is declared not applicable in claims/torch-lazy-ts.toml). ``ir_text`` and
+    ``backend_text`` are extras (torch._C._lazy's dumps) for the adapter's tests and notes.
     """
 
     device_type = DEVICE
@@ -96,7 +100,7 @@ class LazyHooks:
         return torch.device(DEVICE) if ordinal is None else torch.device(DEVICE, ordinal)
 
     def sync(self) -> None:
-        """Materialize every pending lazy tensor (LazyGraphExecutor::SyncLiveTensorsGraph)."""
+        """``torch._lazy.mark_step`` (LazyGraphExecutor::SyncLiveTensorsGraph), then ``wait_device_ops``."""
         import torch._lazy
 
         torch._lazy.mark_step()

@@ -15,6 +15,7 @@ from .context import (
 )
 from .errors import BackendError, Error
 from .evalue import EValue, Tag
+from .lazy import LazyBackendHooks, LazyDeviceList
 from .memory import FreeableBuffer, MemoryAllocator
 from .named_data import DataEntry, NamedDataMap, NamedDataStore, NamedDataStoreOutput
 from .registry import (
@@ -49,6 +50,8 @@ __all__ = [
     "EventTracer",
     "EventTracerEntry",
     "FreeableBuffer",
+    "LazyBackendHooks",
+    "LazyDeviceList",
     "Manifest",
     "MemoryAllocator",
     "NamedDataMap",

@@ -2,39 +2,37 @@
 
 These clauses apply to family "lazy" only (other backends get NOT_APPLICABLE
 from the plugin before a check runs). A lazy backend's runtime exposes the
-torch.lazy APIs the checks drive as ``backend.runtime.lazy``, an object with:
-
-    device(ordinal=None) -> torch.device      sync()      manual_seed(seed)
-    counters() -> {name: int}     counter_value(name)     metrics_report() -> str
-    reset_metrics()     default_device_type() -> str      device_context(device=None)
-    force_fallback(op)  ("aten::tanh"; "" restores)       fallback_prefix ("aten::")
-    ir_prefix ("lazy::")
-
-(conformance.adapters.lazy.LazyHooks is the TorchScript backend's). Operator
-numerics on the lazy device are NUM-001, run through the same backend.
+torch.lazy APIs the checks drive as ``backend.runtime.lazy``: an object that
+implements ``conformance.api.LazyBackendHooks`` (and ``LazyDeviceList`` for
+LAZY-010), whose docstrings say what each hook must do. Operator numerics on
+the lazy device are NUM-001, run through the same backend.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from conformance.api.lazy import EXECUTION_COUNTERS, LazyBackendHooks, LazyDeviceList, missing_members
 from conformance.api.scalar_type import DTYPE_NAMES, numpy_dtype
 from conformance.api.tensors import to_numpy, to_torch
 from conformance.results import Category, CheckFailure
 
 from . import _support as support
 
-EXECUTION_COUNTERS = ("MarkStep", "SyncedTensorsWithIR", "UncachedCompile", "CachedCompile")
-"""torch.lazy counters that move when a graph is synced, compiled or executed."""
 
-
-def _hooks(backend):
+def _hooks(backend) -> LazyBackendHooks:
     hooks = getattr(backend.runtime, "lazy", None)
     if hooks is None:
         raise CheckFailure(
             Category.CONTRACT_VIOLATION,
             f"{backend.name} is a lazy backend but its runtime exposes no `lazy` hooks "
-            "(see conformance.adapters.lazy.LazyHooks); the LAZY clauses cannot reach it",
+            "(conformance.api.LazyBackendHooks); the LAZY clauses cannot reach it",
+        )
+    if not isinstance(hooks, LazyBackendHooks):
+        raise CheckFailure(
+            Category.CONTRACT_VIOLATION,
+            f"{backend.name}'s lazy hooks lack {', '.join(missing_members(hooks))} of conformance.api.LazyBackendHooks; "
+            "the LAZY clauses cannot reach the backend through them",
         )
     return hooks
 
@@ -582,18 +580,17 @@ def test_LAZY_009_metrics_report_produced(backend, result):
 
 
 def test_LAZY_010_devices_enumerated(backend, result):
-    """hooks.devices() -> [(device type, ordinal), ...]: BackendImplInterface::GetBackendDevices."""
+    """hooks.devices() (conformance.api.LazyDeviceList): BackendImplInterface::GetBackendDevices."""
     import torch
 
     hooks = _hooks(backend)
-    enumerate_devices = getattr(hooks, "devices", None)
-    if enumerate_devices is None:
+    if not isinstance(hooks, LazyDeviceList):
         raise CheckFailure(
             Category.CONTRACT_VIOLATION,
             f"{backend.name}'s lazy hooks have no devices() (GetBackendDevices); if the backend cannot be "
             "observed enumerating devices, its manifest must declare LAZY-010 not applicable with the reason",
         )
-    devices = [(str(kind), int(ordinal)) for kind, ordinal in enumerate_devices()]
+    devices = [(str(kind), int(ordinal)) for kind, ordinal in hooks.devices()]
     if not devices:
         raise CheckFailure(Category.CONTRACT_VIOLATION, "the backend enumerates no devices")
     twice = sorted({d for d in devices if devices.count(d) > 1})

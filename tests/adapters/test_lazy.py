@@ -226,6 +226,30 @@ FAILS_ON_THE_REAL_BACKEND = {"LAZY-001", "LAZY-007"}
 """The findings (reports/notes/lazy.md): single-element NaN payloads, random values read at the sync."""
 
 
+def test_hooks_implement_the_protocol(backend):
+    from conformance.api import LazyBackendHooks, LazyDeviceList
+    from conformance.api.lazy import missing_members
+
+    hooks = backend.runtime.lazy
+    assert isinstance(hooks, LazyBackendHooks) and LazyBackendHooks in lazy.LazyHooks.__mro__
+    assert missing_members(hooks) == []
+    assert not isinstance(hooks, LazyDeviceList) and "LAZY-010" in backend.manifest.not_applicable
+
+
+def test_hooks_lacking_members_are_a_contract_violation(backend):
+    class Partial:
+        fallback_prefix = "aten::"
+
+        def sync(self):
+            pass
+
+    with pytest.raises(CheckFailure) as info:
+        checks.test_LAZY_009_metrics_report_produced(_with_hooks(backend, Partial()), ResultRecorder("LAZY-009"))
+    assert info.value.category is Category.CONTRACT_VIOLATION
+    assert "lack counter_value, counters, default_device_type, device, device_context" in info.value.message
+    assert "sync" not in info.value.message.split("lack")[1].split("of conformance")[0]
+
+
 def test_every_lazy_clause_has_a_check_and_a_break():
     clauses = {c for c in spec_module.load().clauses if c.startswith("LAZY-")}
     assert clauses == set(CHECKS)
