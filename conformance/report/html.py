@@ -27,9 +27,11 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from conformance.api.scalar_type import DTYPE_ORDER
 from conformance.report import safe
 from conformance.report.markdown import op_dtype_matrix, performance_gaps, performance_table
 from conformance.results import COLOURS, FAILURES, INCONCLUSIVE, Category
+from conformance.specs import FAMILIES
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 """No script, no network: only the inline styles and inline SVG of the page itself."""
@@ -59,7 +61,6 @@ GLYPHS = {
 }
 """One character per category, so the matrix reads without colour too."""
 
-DTYPE_ORDER = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64")
 SERIES = (("reference", "backend / reference", "#1565c0"), ("eager", "backend / eager", "#00897b"))
 """Performance ratios drawn, their legend and colour."""
 
@@ -649,9 +650,9 @@ def _clause_table(report: Mapping[str, Any], clauses: Mapping[str, Any] | None) 
 
 
 def clause_key(clause: Any) -> tuple:
+    """Clauses in the spec's order of families (PRE, RT, ... LAZY), then by number; unknown families last."""
     family, _, number = str(clause or "").partition("-")
-    families = ("PRE", "RT", "REG", "DBG", "NUM", "PERF")
-    return (families.index(family) if family in families else len(families), family, int(number) if number.isdigit() else 0, number)
+    return (FAMILIES.index(family) if family in FAMILIES else len(FAMILIES), family, int(number) if number.isdigit() else 0, number)
 
 
 # ---------------------------------------------------------------------------------------------
