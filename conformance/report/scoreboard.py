@@ -18,7 +18,9 @@ says why. A stale one (another spec or harness) is shown, its verdict marked as 
 recomputed (an ``unverified`` warning).
 
 ``render_markdown`` and ``render_html`` show a model; the HTML page follows the
-rules of ``conformance.report.html`` (self-contained, no script, every string escaped).
+rules of ``conformance.report.html`` (self-contained, no script, every string escaped):
+``html_view`` turns the model into plain view data, the template ``templates/scoreboard.html.j2``
+lays it out on the same base page as the report.
 """
 
 from __future__ import annotations
@@ -31,15 +33,7 @@ from typing import Any
 from tabulate import tabulate
 
 from conformance.report import html as report_html
-from conformance.report.html import (
-    VERDICT_BADGES,
-    VERDICT_COLOURS,
-    chip_style,
-    esc,
-    glyph_of,
-    page,
-    tint_style,
-)
+from conformance.report.html import VERDICT_BADGES, VERDICT_COLOURS, chip_style, render_template, tint_style
 from conformance.report.markdown import MARKS, op_dtype_matrix
 from conformance.report.verify import Outcome, Status, verify
 from conformance.results import Category
@@ -345,110 +339,62 @@ def _md_op_cell(cell: Mapping[str, Any] | None) -> str:
 # HTML
 
 
-SCOREBOARD_CSS = """
-h1 { margin: 24px 0 4px; }
-/* The table is as wide as its content needs (never narrower than the page) and scrolls
-   sideways in its own box when the window is narrower: nothing is clipped and no label
-   is broken inside a word to make it fit. */
-.scoreboard-scroll { overflow: auto; max-height: 100vh; margin: 12px 0; border: 1px solid var(--line); }
-#scoreboard { table-layout: auto; width: 100%; }
-#scoreboard thead th { text-align: center; vertical-align: bottom; overflow-wrap: break-word; hyphens: none; }
-#scoreboard thead th .version { display: block; font-weight: 400; color: var(--muted); font-size: 12px; overflow-wrap: anywhere; }
-#scoreboard thead th.rowhead { text-align: left; left: 0; z-index: 3; }
-#scoreboard th[scope=row] { vertical-align: middle; font-weight: 400; white-space: nowrap; position: sticky; left: 0; z-index: 1; background: #fff; }
-#scoreboard th[scope=row] .label { display: block; max-width: min(380px, 40vw); overflow: hidden; text-overflow: ellipsis; }
-#scoreboard th[scope=row] .title { color: var(--muted); margin-left: 6px; }
-#scoreboard tr.group th { background: var(--soft); font-weight: 700; font-size: 15px; padding-top: 10px; }
-#scoreboard td { text-align: center; vertical-align: middle; white-space: nowrap; }
-#scoreboard td.cell { white-space: normal; overflow-wrap: normal; word-break: normal; hyphens: none; font-weight: 600; font-size: 12px; border-bottom: 1px solid #fff; border-right: 2px solid #fff; }
-#scoreboard td.cell .category { white-space: nowrap; }
-#scoreboard td.invalid { background: #24292f; color: #fff; white-space: nowrap; }
-#scoreboard td.empty { background: repeating-linear-gradient(45deg, #fafafa 0 4px, #f0f0f0 4px 8px); }
-#scoreboard td.verdict { padding: 6px; }
-#scoreboard td.verdict .chip { font-size: 12.5px; padding: 3px 10px; white-space: nowrap; }
-#scoreboard td.verdict .note { display: block; font-size: 11.5px; color: var(--muted); margin-top: 2px; }
-"""
-
-
-NOT_RECOMPUTED = '<span class="note">(not recomputed)</span>'
-"""Under a stale report's badge, on a line of its own: the badge stays as short as the others."""
-
-
 def render_html(model: Mapping[str, Any]) -> str:
+    """The scoreboard as one self-contained HTML page (``templates/scoreboard.html.j2``)."""
+    return render_template("scoreboard.html.j2", **html_view(model))
+
+
+def html_view(model: Mapping[str, Any]) -> dict[str, Any]:
+    """What the HTML scoreboard shows, as plain data: the columns, then the rows of each group
+    (verdicts, clauses, ops), one cell per backend. A cell's ``kind`` is ``invalid`` (the
+    report is invalid: none of its numbers), ``empty`` (not run) or ``cell``."""
     backends = model["backends"]
-    n = len(backends)
-    intro = (
-        f'<h1>Conformance scoreboard</h1><p class="muted">{n} backend(s), one column each; '
-        "each cell shows the worst result of that backend for the row. Hover a cell for details.</p>"
-    )
-    body = ["<main>", intro]
-    if model.get("warnings"):
-        items = "".join(
-            f'<li data-warning="{esc(w["kind"])}"><b>{esc(w["kind"])}</b>: {esc(w["message"])}</li>' for w in model["warnings"]
-        )
-        body.append(f'<div id="warnings" class="warning" role="alert"><b>⚠ Read with care</b><ul>{items}</ul></div>')
-    head = "".join(
-        f'<th scope="col" data-backend="{esc(b["key"])}">{esc(b["name"])}<span class="version">{esc(b["version"])}</span></th>'
-        for b in backends
-    )
-    rows = [_group_row("Verdict", n)]
-    rows.append(
-        '<tr data-row="verdict"><th scope="row"><span class="label">verdict</span></th>'
-        + "".join(
-            f'<td class="verdict" data-backend="{esc(b["key"])}" data-certified="{str(b["certified"]).lower()}" '
-            f'data-validity="{esc(b["validity"])}" title="{esc(b["verdict"])}">'
-            f'<span class="chip" style="background:{STATE_COLOURS[b["state"]]};color:#fff">{STATE_BADGES[b["state"]]}</span>'
-            f'{NOT_RECOMPUTED if b["validity"] == Status.UNCHECKED.value else ""}</td>'
-            for b in backends
-        )
-        + "</tr>"
-    )
-    for label, field, fmt in (
+    meta = (
         ("profile", "profile", str),
         ("spec", "spec_digest", lambda d: str(d)[:12]),
         ("mandatory passed", "mandatory", lambda m: f"{m.get('passed', 0)}/{m.get('total', 0)}"),
-    ):
-        rows.append(
-            f'<tr data-row="{esc(field)}"><th scope="row"><span class="label">{esc(label)}</span></th>'
-            + "".join(
-                _html_invalid_cell(b["key"], {"data-row": field})
-                if b["state"] == INVALID_STATE and field == "mandatory"
-                else f'<td data-backend="{esc(b["key"])}" title="{esc(b[field])}">{esc(fmt(b[field]))}</td>'
-                for b in backends
-            )
-            + "</tr>"
-        )
-    if model["clauses"]:
-        rows.append(_group_row("Clauses", n))
-        for row in model["clauses"]:
-            cells = "".join(
-                _html_invalid_cell(b["key"], {"data-clause": row["id"]})
-                if b["state"] == INVALID_STATE
-                else _html_clause_cell(b["key"], row["id"], row["cells"].get(b["key"]))
-                for b in backends
-            )
-            rows.append(
-                f'<tr data-clause="{esc(row["id"])}"><th scope="row" title="{esc(_join(row["title"], row["text"]))}">'
-                f'<span class="label"><span class="mono"><b>{esc(row["id"])}</b></span><span class="title">{esc(row["title"])}</span></span></th>{cells}</tr>'
-            )
-    if model["ops"]:
-        rows.append(_group_row("Operators (dtypes passed / run)", n))
-        for row in model["ops"]:
-            cells = "".join(
-                _html_invalid_cell(b["key"], {"data-op": row["op"]})
-                if b["state"] == INVALID_STATE
-                else _html_op_cell(b["key"], row["op"], row["cells"].get(b["key"]))
-                for b in backends
-            )
-            rows.append(f'<tr data-op="{esc(row["op"])}"><th scope="row" class="mono"><span class="label">{esc(row["op"])}</span></th>{cells}</tr>')
-    body.append(
-        '<div class="scoreboard-scroll"><table class="grid" id="scoreboard" data-comparable="'
-        + str(bool(model.get("comparable", True))).lower()
-        + f'"><colgroup><col class="rowhead">{"<col>" * n}</colgroup>'
-        f'<thead><tr><th class="rowhead" scope="col">backend</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
     )
-    body.append("</main>")
-    return page(f"Conformance scoreboard: {', '.join(b['key'] for b in backends)}", body, extra_css=SCOREBOARD_CSS)
+    return {
+        "title": f"Conformance scoreboard: {', '.join(b['key'] for b in backends)}",
+        "backends": [{"key": b["key"], "name": b["name"], "version": b["version"]} for b in backends],
+        "warnings": [{"kind": w["kind"], "message": w["message"]} for w in model.get("warnings") or []],
+        "comparable": str(bool(model.get("comparable", True))).lower(),
+        "verdicts": [
+            {
+                "key": b["key"],
+                "certified": str(b["certified"]).lower(),
+                "validity": b["validity"],
+                "verdict": b["verdict"],
+                "colour": STATE_COLOURS[b["state"]],
+                "badge": STATE_BADGES[b["state"]],
+                "recomputed": b["validity"] != Status.UNCHECKED.value,
+            }
+            for b in backends
+        ],
+        "meta": [
+            {
+                "field": field,
+                "label": label,
+                "cells": [
+                    {"kind": "invalid", "key": b["key"]}
+                    if b["state"] == INVALID_STATE and field == "mandatory"
+                    else {"kind": "cell", "key": b["key"], "title": b[field], "text": fmt(b[field])}
+                    for b in backends
+                ],
+            }
+            for label, field, fmt in meta
+        ],
+        "clauses": [
+            {
+                "id": row["id"],
+                "title": row["title"],
+                "hover": _join(row["title"], row["text"]),
+                "cells": [_clause_cell(b, row["cells"].get(b["key"])) for b in backends],
+            }
+            for row in model["clauses"]
+        ],
+        "ops": [{"op": row["op"], "cells": [_op_cell(b, row["cells"].get(b["key"])) for b in backends]} for row in model["ops"]],
+    }
 
 
 def _cell_style(category: str) -> str:
@@ -460,37 +406,35 @@ def _join(title: str, text: str) -> str:
     return f"{title}: {text}" if title and text else title or text
 
 
-def _group_row(label: str, n: int) -> str:
-    return f'<tr class="group"><th colspan="{n + 1}" scope="rowgroup">{esc(label)}</th></tr>'
-
-
-def _html_invalid_cell(key: str, attrs: Mapping[str, str]) -> str:
-    where = "".join(f' {name}="{esc(value)}"' for name, value in attrs.items())
-    return f'<td class="cell invalid" data-backend="{esc(key)}"{where} data-invalid="true" title="invalid report: not shown">⛔ invalid</td>'
-
-
-def _html_clause_cell(key: str, clause: str, cell: Mapping[str, Any] | None) -> str:
+def _clause_cell(backend: Mapping[str, Any], cell: Mapping[str, Any] | None) -> dict[str, Any]:
+    if backend["state"] == INVALID_STATE:
+        return {"kind": "invalid", "key": backend["key"]}
     if cell is None:
-        return f'<td class="cell empty" data-backend="{esc(key)}" data-clause="{esc(clause)}" title="not run"></td>'
+        return {"kind": "empty", "key": backend["key"]}
     category = cell["category"]
-    hover = ", ".join(f"{c}: {n}" for c, n in cell["counts"].items())
-    # The glyph and the category stay on one line; only the count may go to the next.
-    text = f'<span class="category">{esc(glyph_of(category))} {esc(category)}</span>'
-    if cell["failing"]:
-        text += f" {cell['failing']}/{cell['total']}"
-    return (
-        f'<td class="cell" data-backend="{esc(key)}" data-clause="{esc(clause)}" data-category="{esc(category)}" '
-        f'style="{_cell_style(category)}" title="{esc(hover)}">{text}</td>'
-    )
+    return {
+        "kind": "cell",
+        "key": backend["key"],
+        "category": category,
+        "style": _cell_style(category),
+        "hover": ", ".join(f"{c}: {n}" for c, n in cell["counts"].items()),
+        "failing": cell["failing"],
+        "total": cell["total"],
+    }
 
 
-def _html_op_cell(key: str, op: str, cell: Mapping[str, Any] | None) -> str:
+def _op_cell(backend: Mapping[str, Any], cell: Mapping[str, Any] | None) -> dict[str, Any]:
+    if backend["state"] == INVALID_STATE:
+        return {"kind": "invalid", "key": backend["key"]}
     if cell is None:
-        return f'<td class="cell empty" data-backend="{esc(key)}" data-op="{esc(op)}" title="not run"></td>'
+        return {"kind": "empty", "key": backend["key"]}
     category = cell["category"]
-    hover = ", ".join(f"{d}: {c}" for d, c in cell["dtypes"].items())
-    return (
-        f'<td class="cell" data-backend="{esc(key)}" data-op="{esc(op)}" data-category="{esc(category)}" '
-        f'data-passed="{cell["passed"]}" data-total="{cell["total"]}" style="{_cell_style(category)}" title="{esc(hover)}">'
-        f'{esc(glyph_of(category))} {cell["passed"]}/{cell["total"]}</td>'
-    )
+    return {
+        "kind": "cell",
+        "key": backend["key"],
+        "category": category,
+        "style": _cell_style(category),
+        "hover": ", ".join(f"{d}: {c}" for d, c in cell["dtypes"].items()),
+        "passed": cell["passed"],
+        "total": cell["total"],
+    }
