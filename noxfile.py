@@ -144,4 +144,4 @@ def bench(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     session.install("ruff")
-    session.run("ruff", "check", "conformance", "reference_backend", "tests", "benchmarks", "noxfile.py")
+    session.run("ruff", "check", "conformance", "reference_backend", "backend_adapters", "tests", "benchmarks", "noxfile.py")
