@@ -101,7 +101,24 @@ def attr(draw, spec, key: str, default: Any = ..., *, keep: Callable[[Any], bool
         choices = tuple(c for c in choices if keep(c))
         if not choices:
             raise ValueError(f"{spec.source}: no allowed value of attrs.{key} fits this dtype")
-    return draw(st.sampled_from(choices))
+    return draw(sampled_from(choices))
+
+
+_SAMPLED: dict[tuple, st.SearchStrategy] = {}
+
+
+def sampled_from(choices) -> st.SearchStrategy:
+    """``st.sampled_from(choices)``, built once per process for each tuple of choices (a new
+    strategy is validated by hypothesis on its first draw, which costs more than the draw)."""
+    try:
+        key = tuple((type(c), c) for c in choices)
+        hash(key)
+    except TypeError:  # unhashable choices (lists): not cached
+        return st.sampled_from(choices)
+    strategy = _SAMPLED.get(key)
+    if strategy is None:
+        strategy = _SAMPLED[key] = st.sampled_from(tuple(choices))
+    return strategy
 
 
 __all__ = ["SIGNATURES", "Call", "Tensor", "attr", "calls", "known_signatures", "param", "signature"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -62,8 +64,21 @@ def shapes(min_rank: int = 0, max_rank: int = 4, min_side: int = 0, max_side: in
     forced = _directed_shape(min_rank, max_rank, min_side)
     if forced is not None:
         return st.just(forced)
+    return _shapes(min_rank, max_rank, min_side, max_side)
+
+
+@functools.cache
+def _shapes(min_rank: int, max_rank: int, min_side: int, max_side: int) -> st.SearchStrategy:
+    """The drawn shapes of ``shapes``. Strategies are immutable, so each is built (and validated
+    by hypothesis) once per process, not once per draw: that was most of a draw's time."""
+    built: dict[int, st.SearchStrategy] = {}
 
     def of(lo: int) -> st.SearchStrategy[tuple]:
+        if lo not in built:
+            built[lo] = expand(lo)
+        return built[lo]
+
+    def expand(lo: int) -> st.SearchStrategy[tuple]:
         if lo > 0:
             return hnp.array_shapes(min_dims=min_rank, max_dims=max_rank, min_side=min(lo, max_side), max_side=max_side)
         # the empty branch: at least one zero-size dim (a 0-d tensor is never empty)
@@ -78,8 +93,19 @@ def broadcast_shapes(n: int, min_rank: int = 0, max_rank: int = 4, max_side: int
     forced = _directed_broadcast(n, min_rank, max_rank)
     if forced is not None:
         return st.just(forced)
+    return _broadcast_shapes(n, min_rank, max_rank, max_side)
+
+
+@functools.cache
+def _broadcast_shapes(n: int, min_rank: int, max_rank: int, max_side: int) -> st.SearchStrategy:
+    built: dict[int, st.SearchStrategy] = {}
 
     def of(lo: int) -> st.SearchStrategy:
+        if lo not in built:
+            built[lo] = expand(lo)
+        return built[lo]
+
+    def expand(lo: int) -> st.SearchStrategy:
         drawn = hnp.mutually_broadcastable_shapes(
             num_shapes=n, min_dims=min_rank, max_dims=max_rank, min_side=min(lo, max_side), max_side=max_side
         ).map(lambda bs: bs.input_shapes)

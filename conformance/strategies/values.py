@@ -89,8 +89,12 @@ def _int_bounds(dtype: str, domain: str) -> tuple[int, int, bool]:
     return max(low, lo), min(high, hi), exclude_zero
 
 
+@functools.cache
 def elements(dtype: str, domain: str, *, subnormal: bool = True) -> st.SearchStrategy:
-    """Python scalars of ``domain`` that ``dtype`` represents exactly (``subnormal``: allow denormals)."""
+    """Python scalars of ``domain`` that ``dtype`` represents exactly (``subnormal``: allow denormals).
+
+    Built once per process (strategies are immutable; hypothesis validates each new one on its
+    first draw, which cost more than the draw)."""
     if dtype == "bool":
         return st.booleans() if domain not in ("positive", "ge_one") else st.just(True)
     if is_floating(dtype):
@@ -312,7 +316,13 @@ def arrays(
         seed_, mix = drawn
         return fill_spread(np.random.default_rng(seed_), dtype, tuple(shape), domain, mix)
 
-    return st.tuples(st.integers(0, 2**32 - 1), st.sampled_from(MIXES)).map(build)
+    return _seed_and_mix().map(build)
+
+
+@functools.cache
+def _seed_and_mix() -> st.SearchStrategy[tuple[int, str]]:
+    """What ``arrays`` draws: a seed for NumPy and a mix of value classes (one strategy per process)."""
+    return st.tuples(st.integers(0, 2**32 - 1), st.sampled_from(MIXES))
 
 
 def scalars(dtype: str, domain: str) -> st.SearchStrategy:
