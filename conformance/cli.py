@@ -27,8 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from conformance.report.model import ReportError
-from conformance.results import Category
+from conformance.report.model import ReportError, records
 from conformance.supervision import JOURNAL_SUFFIX, die_with_parent
 from conformance.supervisor import Supervisor
 from conformance.transport import clean_text
@@ -288,7 +287,7 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
     report_dir = out / safe_name(ns.backend)
     if shard:
         parts = sorted(results_dir.glob(f"*{shard}*.json"))
-        failing = sum(Category(r["category"]).is_failure for p in parts for r in json.loads(p.read_text())["results"])
+        failing = sum(r.category.is_failure for p in parts for r in records(json.loads(p.read_text())["results"]))
         print(f"shard {ns.shard}: results in {', '.join(map(str, parts))}; {failing} failing. "
               f"Merge every shard's results with: python -m conformance merge {report_dir} <results files or dirs>")
         return EXIT_NOT_CERTIFIED if failing else EXIT_OK
@@ -451,19 +450,20 @@ def _print_summary(report: dict, report_dir: Path, seconds: float) -> None:
     verdict = report["verdict"]
     print()
     print(tabulate(sorted(report["summary"]["counts"].items()), headers=["category", "count"], tablefmt="simple"))
-    slow = sorted(report["results"], key=lambda r: -r.get("duration_s", 0))[:5]
-    print("slowest checks:", ", ".join(f"{r['id']} {r.get('duration_s', 0):.1f}s" for r in slow))
-    by_id = {r["id"]: r for r in report["results"]}
+    results = records(report["results"])
+    slow = sorted(results, key=lambda r: -(r.duration_s or 0))[:5]
+    print("slowest checks:", ", ".join(f"{r.id} {r.duration_s or 0:.1f}s" for r in slow))
+    by_id = {r.id: r for r in results}
     failing = [by_id[i] for i in verdict.get("failing", []) if i in by_id]
     if failing:
         per_clause: dict[str, int] = {}
         for r in failing:
-            per_clause[r["clause"]] = per_clause.get(r["clause"], 0) + 1
+            per_clause[r.clause] = per_clause.get(r.clause, 0) + 1
         print("failing clauses:", ", ".join(f"{c} ({n})" for c, n in sorted(per_clause.items())))
         for r in failing[:10]:
-            print(f"  {r['category']:17s} {r['id']}: {safe.plain(r.get('message') or '', 160)}")
-            if r.get("replay"):
-                print(f"  {'':17s} {r['replay']}")
+            print(f"  {r.category.value:17s} {r.id}: {safe.plain(r.message, 160)}")
+            if r.replay:
+                print(f"  {'':17s} {r.replay}")
         if len(failing) > 10:
             print(f"  ... and {len(failing) - 10} more in report.md")
     unsupported = verdict.get("unsupported", [])

@@ -24,6 +24,7 @@ What it does:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -40,12 +41,12 @@ import pytest
 
 from conformance import supervision, transport
 from conformance.report.model import result_id
-from conformance.results import Category, CheckFailure
+from conformance.results import CLAUSE_FAMILIES, CaseResult, Category, CheckFailure
 
 STASH_STATE = pytest.StashKey["_State"]()
 META_KEY = "conformance_meta"
 RESULT_KEY = "conformance_result"
-_CLAUSE_IN_NAME = re.compile(r"test_(PRE|RT|REG|DBG|NUM|PERF|LAZY)_(\d{3})")
+_CLAUSE_IN_NAME = re.compile(rf"test_({'|'.join(CLAUSE_FAMILIES)})_(\d{{3}})")
 
 
 def pytest_addoption(parser):
@@ -112,7 +113,7 @@ class _State:
             self.profile = self.specs.profile(config.getoption("conformance_profile"))
         self.names: list[str] = list(config.getoption("conformance_backend"))
         self.backends: dict[str, Any] = {}
-        self.records: dict[str, dict] = {}  # nodeid -> record (controller side)
+        self.records: dict[str, CaseResult] = {}  # nodeid -> record (controller side)
         self.meta: dict[str, dict] = {}  # nodeid -> meta from the setup report
         self.killed: dict[str, float] = {}  # nodeid -> seconds, killed by the watchdog
         self.run_dir: Path | None = None
@@ -270,25 +271,34 @@ def profile(request):
     return state(request.config).profile
 
 
+class Declined(pytest.skip.Exception):
+    """A check that ends without a verdict on purpose, in the harness's own category
+    (NOT_SUPPORTED, NOT_APPLICABLE): pytest reports it skipped, the plugin reads the category
+    from the exception, never from its text."""
+
+    def __init__(self, category: Category, message: str):
+        super().__init__(message)
+        self.category = category
+
+
 class ResultRecorder:
-    """What a check says about its result beyond pass/fail: op, dtype, statistics, timings."""
+    """What a check says about its result beyond pass/fail: op, dtype, statistics, timings.
+    Holds the check's ``CaseResult``; the plugin completes it with the outcome."""
 
     def __init__(self, clause: str | None):
-        self.data: dict[str, Any] = {"clause": clause}
+        self.record = CaseResult(clause=clause)
 
     def set(self, **fields: Any) -> None:
-        self.data.update({k: v for k, v in fields.items() if v is not None})
+        self.record.update(**{k: v for k, v in fields.items() if v is not None})
 
     def stats(self, **stats: Any) -> None:
-        self.data.setdefault("stats", {}).update(stats)
+        self.record.stats.update(stats)
 
     def not_supported(self, message: str):
-        self.data["category"] = Category.NOT_SUPPORTED.value
-        pytest.skip(f"NOT_SUPPORTED: {message}")
+        raise Declined(Category.NOT_SUPPORTED, message)
 
     def not_applicable(self, message: str):
-        self.data["category"] = Category.NOT_APPLICABLE.value
-        pytest.skip(f"NOT_APPLICABLE: {message}")
+        raise Declined(Category.NOT_APPLICABLE, message)
 
 
 @pytest.fixture
@@ -462,26 +472,25 @@ def pytest_runtest_makereport(item, call):
         _clean_report(report)
         return
     recorder = item.stash.get(_RECORDER, None)
-    record = dict(recorder.data) if recorder else {"clause": _clause_of(item)}
+    record = dataclasses.replace(recorder.record, stats=dict(recorder.record.stats)) if recorder else CaseResult(clause=_clause_of(item))
     meta = _meta(item)
-    record.update(meta)
-    record["id"] = result_id(meta)  # from the check's parameters only, never from what it found
-    category, message = _classify(report, call, record.get("category"))
-    record["category"] = category.value
-    record.setdefault("message", message)
-    if message and record["message"] != message and category.is_failure:
-        record["message"] = message
+    record.update(**meta)
+    record.id = result_id(meta)  # from the check's parameters only, never from what it found
+    category, message = _classify(report, call)
+    record.category = category
+    if message and (not record.message or category.is_failure):
+        record.message = message
     exc = _check_failure(call.excinfo.value) if call.excinfo else None
     if exc is not None:
-        record.setdefault("stats", {}).update(exc.stats)
+        record.stats.update(exc.stats)
         if exc.stage:
-            record["failed_stage"] = exc.stage  # not "stage": that one is a parameter, part of the id
-    record["phase"] = report.when
+            record.failed_stage = exc.stage  # not "stage": that one is a parameter, part of the id
+    record.phase = report.when
     if category in (Category.TIMEOUT, Category.HARNESS_ERROR) and not item.config.stash[STASH_STATE].recycle:
         # An interrupted import or a half-built fixture can poison every later check in this
         # process: the worker is replaced before its next check.
         item.config.stash[STASH_STATE].recycle = f"{category.value} in {item.nodeid}"
-    report.user_properties.append((RESULT_KEY, transport.encode(record)))
+    report.user_properties.append((RESULT_KEY, transport.encode(record.to_json(transport=True))))
     _clean_report(report)
 
 
@@ -524,21 +533,20 @@ def _check_failure(exc: BaseException | None) -> CheckFailure | None:
     return None
 
 
-def _classify(report, call, declared: str | None) -> tuple[Category, str]:
+def _classify(report, call) -> tuple[Category, str]:
+    exc = call.excinfo.value if call.excinfo else None
     if report.skipped:
+        if isinstance(exc, Declined):
+            return exc.category, exc.msg
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         reason = reason.removeprefix("Skipped: ")
-        for category in (Category.NOT_SUPPORTED, Category.NOT_APPLICABLE):
-            if reason.startswith(f"{category.value}: "):
-                return category, reason[len(category.value) + 2 :]
         if hasattr(report, "wasxfail"):
             return Category.XFAIL, report.wasxfail
         return Category.SKIP, reason
     if report.passed:
         if hasattr(report, "wasxfail"):
             return Category.XPASS, report.wasxfail
-        return (Category(declared) if declared else Category.PASS), ""
-    exc = call.excinfo.value if call.excinfo else None
+        return Category.PASS, ""
     found = _check_failure(exc)
     if found is not None:
         return found.category, found.message
@@ -584,14 +592,14 @@ class _Collector:
         st = self.st
         props = dict(report.user_properties)
         if META_KEY in props:
-            st.meta[report.nodeid] = _decoded(props[META_KEY], report.nodeid, {})
+            st.meta[report.nodeid] = _decoded_meta(props[META_KEY], report.nodeid)
         if RESULT_KEY in props:
             record = _decoded(props[RESULT_KEY], report.nodeid, st.meta.get(report.nodeid, {}))
-            record["nodeid"] = report.nodeid
-            record["duration_s"] = round(report.duration, 6)
+            record.nodeid = report.nodeid
+            record.duration_s = round(report.duration, 6)
             previous = st.records.get(report.nodeid)
             # A teardown error must not hide a call failure; otherwise the latest phase wins.
-            if previous is None or not Category(previous["category"]).is_failure:
+            if previous is None or not previous.category.is_failure:
                 _keep(st, record)
         elif report.nodeid in st.ignore_crash:
             st.ignore_crash.discard(report.nodeid)
@@ -609,8 +617,8 @@ class _Collector:
         if RESULT_KEY not in props:
             return None
         try:
-            category = Category(transport.decode(props[RESULT_KEY])["category"])
-        except Exception:
+            category = CaseResult.from_json(transport.decode(props[RESULT_KEY])).category
+        except (ValueError, TypeError):
             return None
         letter = {Category.PASS: ".", Category.NOT_SUPPORTED: "n", Category.NOT_APPLICABLE: "a", Category.SKIP: "s"}.get(
             category, "F" if category.is_failure else "E"
@@ -649,7 +657,7 @@ class _Collector:
             from conformance.report import results_document
 
             for name in st.names:
-                records = [r for r in st.records.values() if r.get("backend") == name]
+                records = [r for r in st.records.values() if r.backend == name]
                 document = results_document(st, name, records)
                 path = _results_dir(out, name) / f"{config.getoption('conformance_tag')}.json"
                 write_json_atomic(path, document)
@@ -683,29 +691,37 @@ def _open_journals(st: _State) -> None:
         st.journals[name] = path
 
 
-def _keep(st: _State, record: dict) -> None:
-    st.records[record["nodeid"]] = record
-    journal = st.journals.get(record.get("backend"))
+def _keep(st: _State, record: CaseResult) -> None:
+    st.records[record.nodeid] = record
+    journal = st.journals.get(record.backend)
     if journal is not None:
         with open(journal, "a", encoding="utf-8") as f:
-            f.write(transport.dumps_document(record, indent=None) + "\n")
+            f.write(transport.dumps_document(record.to_json(transport=True), indent=None) + "\n")
 
 
-def _decoded(value: Any, nodeid: str, meta: dict) -> dict:
-    """A record or meta as the worker encoded it; a HARNESS_ERROR (with ``meta``) if unreadable."""
+def _decoded_meta(value: Any, nodeid: str) -> dict:
+    """The meta a worker sent with a check's setup report ({} if unreadable: the record says so)."""
+    try:
+        decoded = transport.decode(value)
+    except ValueError:
+        return {}
+    return decoded if isinstance(decoded, dict) else {}
+
+
+def _decoded(value: Any, nodeid: str, meta: dict) -> CaseResult:
+    """A record as the worker encoded it; a HARNESS_ERROR (with ``meta``) if unreadable."""
     try:
         decoded = transport.decode(value)
         if isinstance(decoded, dict):
-            return decoded
+            return CaseResult.from_json(decoded)
         problem = f"a {type(decoded).__name__}, not a record"
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         problem = str(exc)
-    return {
-        "clause": _clause_from_nodeid(nodeid),
-        **meta,
-        "category": Category.HARNESS_ERROR.value,
-        "message": transport.clean_text(f"the result record of this check could not be read ({problem}): {value!r}"),
-    }
+    return CaseResult(
+        category=Category.HARNESS_ERROR,
+        **{"clause": _clause_from_nodeid(nodeid), **meta},
+        message=transport.clean_text(f"the result record of this check could not be read ({problem}): {value!r}"),
+    )
 
 
 def _record_lost_worker(st: _State, report) -> None:
@@ -717,19 +733,18 @@ def _record_lost_worker(st: _State, report) -> None:
             pid = info["pid"]
     status = _exit_status(getattr(report, "node", None))
     meta = dict(st.meta.get(report.nodeid) or {"clause": _clause_from_nodeid(report.nodeid)})
-    if report.nodeid in st.killed:
-        meta.update(lost_record(report.nodeid, meta, st.run_dir, pid, None, killed_after=st.killed[report.nodeid]))
-    else:
-        meta.update(lost_record(report.nodeid, meta, st.run_dir, pid, status))
+    killed_after = st.killed.get(report.nodeid)
+    record = lost_record(meta, st.run_dir, pid, None if killed_after is not None else status, killed_after=killed_after)
     if pid is not None and st.run_dir is not None:
         supervision.forget(st.run_dir, pid)  # the watchdog must not kill a reused pid
-    meta.update(nodeid=report.nodeid, duration_s=0.0, phase="call")
-    _keep(st, meta)
+    record.update(nodeid=report.nodeid, duration_s=0.0, phase="call")
+    _keep(st, record)
 
 
-def lost_record(nodeid: str, meta: dict, run_dir: Path | None, pid: int | None, status: int | None, *, killed_after: float | None = None) -> dict:
-    """The record of a check whose process died (``status``: its exit status, negative for a
-    signal) or was killed by a watchdog after ``killed_after`` seconds."""
+def lost_record(meta: dict, run_dir: Path | None, pid: int | None, status: int | None, *, killed_after: float | None = None) -> CaseResult:
+    """The record of a check (``meta``: its parameters, as the plan or its setup report gave them)
+    whose process died (``status``: its exit status, negative for a signal) or was killed by a
+    watchdog after ``killed_after`` seconds."""
     words = supervision.last_words(run_dir, pid) if run_dir is not None and pid is not None else None
     where = words.describe() if words else ""
     stats: dict[str, Any] = {}
@@ -751,7 +766,10 @@ def lost_record(nodeid: str, meta: dict, run_dir: Path | None, pid: int | None, 
         stats["exit_status"] = status
         if signame:
             stats["signal"] = signame
-    return {**meta, "category": category.value, "message": transport.clean_text(message), "stats": {**meta.get("stats", {}), **stats}}
+    record = CaseResult(**meta)
+    record.update(category=category, message=transport.clean_text(message), id=result_id(meta))
+    record.stats.update(stats)
+    return record
 
 
 def _exit_status(node) -> int | None:

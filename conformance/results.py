@@ -6,7 +6,16 @@ is its own category and never counts against the backend.
 
 from __future__ import annotations
 
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any, ClassVar
+
+CLAUSE_FAMILIES = ("PRE", "RT", "REG", "DBG", "NUM", "PERF", "LAZY")
+"""The families of contract clauses (specs/interface.toml IDs look like PRE-001)."""
+CLAUSE_PATTERN = re.compile(rf"^({'|'.join(CLAUSE_FAMILIES)})-[0-9]{{3}}$")
 
 
 class Category(str, Enum):
@@ -93,3 +102,110 @@ class CheckFailure(AssertionError):
         self.message = message
         self.stats = stats or {}
         self.stage = stage
+
+
+def _field(description: str, schema: dict[str, Any], *, report: bool = True, default: Any = None, factory=None):
+    metadata = {"description": description, "schema": schema, "report": report}
+    if factory is not None:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass
+class CaseResult:
+    """What one check found: the one record a check produces, the journals and results documents
+    carry and every renderer reads (``report.json``'s ``results`` are ``to_json()`` of these).
+
+    The plugin fills it in the process that ran the check (``conformance.plugin.ResultRecorder``);
+    the supervisor writes one for a check whose process died or that never ran. Fields that say
+    where a record travels (``backend``, ``nodeid``, ``phase``) are not part of the report.
+    """
+
+    category: Category = _field("the outcome (conformance.results.Category)", {"$ref": "#/$defs/category"}, default=Category.HARNESS_ERROR)
+    clause: str | None = _field(
+        "the contract clause the check verifies (specs/interface.toml, or NUM-001 for an op spec)",
+        {"type": ["string", "null"], "pattern": CLAUSE_PATTERN.pattern},
+    )
+    id: str = _field("backend-independent check id: test[params]", {"type": "string"}, default="")
+    mandatory: bool = _field("whether the report's profile makes this check count for the verdict", {"type": "boolean"}, default=False)
+    test: str | None = _field("the check's function name", {"type": "string"})
+    op: str | None = _field("the ATen overload a NUM check compares", {"type": "string"})
+    dtype: str | None = _field("the dtype a NUM check compares", {"type": "string"})
+    program: str | None = _field("the contract program a check runs (mlp, chain, conv_block, attention)", {"type": "string"})
+    runner: str | None = _field("who a PERF check times: backend, reference or eager", {"type": "string"})
+    stage: str | None = _field("the contract call a check measures (preprocess, init, execute)", {"type": "string"})
+    failed_stage: str | None = _field(
+        "the contract call a failing check failed in (preprocess, init, execute, destroy)", {"type": "string"}
+    )
+    message: str = _field("why the check ended as it did (empty for a plain pass)", {"type": "string"}, default="")
+    stats: dict[str, Any] = _field(
+        "error statistics (max_abs, max_ulp, mae, snr_db, worst_index, ...) and check-specific counts", {"type": "object"}, factory=dict
+    )
+    timings: dict[str, float] = _field(
+        "durations in milliseconds (vary run to run)", {"type": "object", "additionalProperties": {"type": ["number", "integer"]}}, factory=dict
+    )
+    measurements: dict[str, Any] = _field("values that vary run to run (memory growth)", {"type": "object"}, factory=dict)
+    duration_s: float | None = _field("seconds the check took", {"type": "number", "minimum": 0})
+    replay: str | None = _field("a command that replays a failing example", {"type": "string"})
+    backend: str | None = _field("the backend as the run named it", {"type": "string"}, report=False)
+    nodeid: str | None = _field("pytest's node id of the check", {"type": "string"}, report=False)
+    phase: str | None = _field("pytest's phase the record comes from (setup, call, teardown)", {"type": "string"}, report=False)
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("id", "clause", "category", "mandatory")
+
+    def __post_init__(self):
+        if not isinstance(self.category, Category):
+            self.category = Category(self.category)
+
+    @property
+    def family(self) -> str | None:
+        """The clause family (NUM, PERF, ...), or None for a check that cites no clause."""
+        return self.clause.split("-")[0] if self.clause else None
+
+    def update(self, **fields: Any) -> None:
+        """Set fields by name (an unknown name is a TypeError, not a silently new key)."""
+        known = _FIELD_NAMES
+        for name, value in fields.items():
+            if name not in known:
+                raise TypeError(f"CaseResult has no field {name!r}")
+            setattr(self, name, value)
+        if "category" in fields:
+            self.__post_init__()
+
+    def to_json(self, *, transport: bool = False) -> dict[str, Any]:
+        """The record as a JSON object: unset fields left out; ``transport`` keeps the fields that
+        say where it travels (journals), which a results document and the report do not carry."""
+        out: dict[str, Any] = {}
+        for f in _FIELDS:
+            if not f.metadata["report"] and not transport:
+                continue
+            value = getattr(self, f.name)
+            if f.name in self.REQUIRED:
+                out[f.name] = value.value if isinstance(value, Category) else value
+            elif value is not None and value != {} and value != "":
+                out[f.name] = value
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CaseResult:
+        """The record of a JSON object (``to_json``'s inverse); an unknown key or category is a ValueError."""
+        unknown = set(data) - _FIELD_NAMES
+        if unknown:
+            raise ValueError(f"a result record has unknown field(s) {', '.join(sorted(unknown))}")
+        return cls(**{k: (dict(v) if isinstance(v, Mapping) else v) for k, v in data.items()})
+
+    @classmethod
+    def json_schema(cls) -> dict[str, Any]:
+        """The JSON Schema of a result in report.json (``$defs.result`` of report.schema.json)."""
+        return {
+            "type": "object",
+            "required": list(cls.REQUIRED),
+            "additionalProperties": False,
+            "properties": {
+                f.name: {**f.metadata["schema"], "description": f.metadata["description"]} for f in _FIELDS if f.metadata["report"]
+            },
+        }
+
+
+_FIELDS = tuple(f for f in dataclasses.fields(CaseResult))
+_FIELD_NAMES = frozenset(f.name for f in _FIELDS)

@@ -21,8 +21,9 @@ from types import MappingProxyType
 from typing import Any
 
 from conformance.api.scalar_type import DTYPE_NAMES
+from conformance.results import CLAUSE_FAMILIES
 
-FAMILIES = ("PRE", "RT", "REG", "DBG", "NUM", "PERF", "LAZY")
+FAMILIES = CLAUSE_FAMILIES
 
 DTYPE_SETS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {

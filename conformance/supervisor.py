@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from conformance import supervision, transport
-from conformance.results import Category
+from conformance.report.model import result_id
+from conformance.results import CaseResult, Category
 
 JOURNAL_SUFFIX = supervision.JOURNAL_SUFFIX
 EXIT_GRACE_S = 10.0
@@ -210,10 +211,8 @@ class Supervisor:
             if info["pid"] != session_pid and nodeid not in killed:
                 continue
             meta = dict(plan.get(nodeid) or {"clause": None, "test": nodeid})
-            if nodeid in killed:
-                record = lost_record(nodeid, meta, run_dir, info["pid"], None, killed_after=killed[nodeid][1])
-            else:
-                record = lost_record(nodeid, meta, run_dir, info["pid"], status)
+            killed_after = killed[nodeid][1] if nodeid in killed else None
+            record = lost_record(meta, run_dir, info["pid"], None if killed_after is not None else status, killed_after=killed_after)
             record.update(nodeid=nodeid, duration_s=round(time.time() - info["start"], 3), phase="call")
             if journal.exists():
                 _append(journal, record)
@@ -243,7 +242,9 @@ class Supervisor:
             header = {**header, "run": {**header["run"], "tag": f"{tag}-supervisor"}}
             target.write_text(transport.dumps_document(header, indent=None) + "\n", encoding="utf-8")
         for nodeid, meta in metas.items():
-            _append(target, {**meta, "nodeid": nodeid, "category": category.value, "message": message, "duration_s": 0.0})
+            record = CaseResult(**meta)
+            record.update(nodeid=nodeid, id=result_id(meta), category=category, message=message, duration_s=0.0)
+            _append(target, record)
         (self.results_dir / f"{tag}-supervisor.json").unlink(missing_ok=True)
 
     def _close_journals(self, tag: str) -> None:
@@ -278,16 +279,16 @@ def supervision_cleanup(run_dir: Path) -> None:
     shutil.rmtree(run_dir, ignore_errors=True)
 
 
-def _append(journal: Path, record: dict) -> None:
+def _append(journal: Path, record: CaseResult) -> None:
     with open(journal, "a", encoding="utf-8") as f:
-        f.write(transport.dumps_document(record, indent=None) + "\n")
+        f.write(transport.dumps_document(record.to_json(transport=True), indent=None) + "\n")
 
 
-def read_journal(path: Path) -> tuple[dict[str, Any], dict[str, dict]]:
+def read_journal(path: Path) -> tuple[dict[str, Any], dict[str, CaseResult]]:
     """(header, nodeid -> record) of a journal; a torn last line (the writer died) is skipped.
     A failure is not overwritten by a later phase's non-failure (a teardown after a failed call)."""
     header: dict[str, Any] = {}
-    records: dict[str, dict] = {}
+    records: dict[str, CaseResult] = {}
     with open(path, encoding="utf-8") as f:
         for i, line in enumerate(f):
             try:
@@ -299,20 +300,16 @@ def read_journal(path: Path) -> tuple[dict[str, Any], dict[str, dict]]:
             if i == 0:
                 header = value
                 continue
-            nodeid = value.get("nodeid")
-            if not isinstance(nodeid, str):
+            try:
+                record = CaseResult.from_json(value)
+            except (ValueError, TypeError):
                 continue
-            previous = records.get(nodeid)
-            if previous is None or not _is_failure(previous.get("category")):
-                records[nodeid] = value
+            if not isinstance(record.nodeid, str):
+                continue
+            previous = records.get(record.nodeid)
+            if previous is None or not previous.category.is_failure:
+                records[record.nodeid] = record
     return header, records
-
-
-def _is_failure(category: Any) -> bool:
-    try:
-        return Category(category).is_failure
-    except ValueError:
-        return False
 
 
 def complete_documents(results_dir: Path) -> list[Path]:

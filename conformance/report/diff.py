@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.results import Category
+from conformance.report.model import records
+from conformance.results import CaseResult
 
 DEFAULT_THRESHOLD = 1.25
 MISSING_SHOWN = 50
@@ -79,10 +80,10 @@ def load_waivers(path: str | Path) -> list[Waiver]:
 @dataclass
 class Diff:
     warnings: list[str] = field(default_factory=list)
-    new_failures: list[dict] = field(default_factory=list)
-    waived: list[tuple[dict, Waiver]] = field(default_factory=list)
-    known_failures: list[dict] = field(default_factory=list)
-    fixed: list[dict] = field(default_factory=list)
+    new_failures: list[CaseResult] = field(default_factory=list)
+    waived: list[tuple[CaseResult, Waiver]] = field(default_factory=list)
+    known_failures: list[CaseResult] = field(default_factory=list)
+    fixed: list[CaseResult] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     added: list[str] = field(default_factory=list)
     regressions: list[dict] = field(default_factory=list)
@@ -95,11 +96,11 @@ class Diff:
         return bool(self.new_failures or self.missing or self.regressions)
 
 
-def _failing(r: Mapping[str, Any], which: str) -> bool:
+def _by_id(report: Mapping[str, Any], which: str) -> dict[str, CaseResult]:
     try:
-        return Category(r["category"]).is_failure
-    except (KeyError, ValueError):
-        raise DiffError(f"{which} report: result {r.get('id')!r} has unknown category {r.get('category')!r}") from None
+        return {r.id: r for r in records(report["results"])}
+    except (ValueError, TypeError) as exc:
+        raise DiffError(f"{which} report: {exc}") from None
 
 
 def diff(
@@ -127,23 +128,22 @@ def diff(
     if any(old["environment"].get(k) != new["environment"].get(k) for k in env_keys):
         out.warnings.append("different machine or libraries: performance ratios compare across environments")
 
-    before = {r["id"]: r for r in old["results"]}
-    after = {r["id"]: r for r in new["results"]}
+    before = _by_id(old, "baseline")
+    after = _by_id(new, "new")
     live = [w for w in waivers if w.expires >= today]
     out.expired_waivers = [w for w in waivers if w.expires < today]
     used: set[int] = set()
 
-    def waived(r: dict) -> bool:
-        waiver = next((w for w in live if w.matches(r["id"])), None)
+    def waived(r: CaseResult) -> bool:
+        waiver = next((w for w in live if w.matches(r.id)), None)
         if waiver is not None:
             out.waived.append((r, waiver))
             used.add(id(waiver))
         return waiver is not None
 
-    old_failing = {rid: _failing(r, "baseline") for rid, r in before.items()}
     for rid, r in sorted(after.items()):
-        was_failing = old_failing.get(rid)
-        if _failing(r, "new"):
+        was_failing = rid in before and before[rid].category.is_failure
+        if r.category.is_failure:
             if was_failing:
                 out.known_failures.append(r)
             elif not waived(r):
@@ -156,10 +156,10 @@ def diff(
 
     for rid, r in sorted(after.items()):
         previous = before.get(rid)
-        if r.get("runner") != "backend" or previous is None:
+        if r.runner != "backend" or previous is None:
             continue
-        new_median = (r.get("timings") or {}).get("median_ms")
-        old_median = (previous.get("timings") or {}).get("median_ms")
+        new_median = r.timings.get("median_ms")
+        old_median = previous.timings.get("median_ms")
         if not new_median or not old_median:
             continue
         ratio = new_median / old_median
@@ -181,7 +181,7 @@ def render(d: Diff, threshold: float = DEFAULT_THRESHOLD) -> str:
         f"regression(s) beyond {threshold:g}x, {len(d.fixed)} fixed, {len(d.known_failures)} known failure(s), {len(d.waived)} waived"
     )
     for r in d.new_failures:
-        lines.append(f"  NEW FAILURE  {r['id']}: {r['category']}: {(r.get('message') or '')[:200]}")
+        lines.append(f"  NEW FAILURE  {r.id}: {r.category.value}: {r.message[:200]}")
     for rid in d.missing[:MISSING_SHOWN]:
         lines.append(f"  MISSING      {rid}: in the baseline, not in the new report")
     if len(d.missing) > MISSING_SHOWN:
@@ -189,9 +189,9 @@ def render(d: Diff, threshold: float = DEFAULT_THRESHOLD) -> str:
     for e in d.regressions:
         lines.append(f"  SLOWER       {e['id']}: {e['old_ms']:.3f} ms -> {e['new_ms']:.3f} ms ({e['ratio']:.2f}x)")
     for r in d.fixed:
-        lines.append(f"  FIXED        {r['id']}")
+        lines.append(f"  FIXED        {r.id}")
     for r, w in d.waived:
-        lines.append(f"  WAIVED       {r['id']} until {w.expires} ({w.reason}; {w.tracking})")
+        lines.append(f"  WAIVED       {r.id} until {w.expires} ({w.reason}; {w.tracking})")
     for w in d.expired_waivers:
         lines.append(f"  EXPIRED WAIVER {w.id} expired {w.expires} ({w.tracking}): it no longer waives anything")
     for w in d.unmatched_waivers:

@@ -19,7 +19,8 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from conformance.report import safe
-from conformance.results import FAILURES, INCONCLUSIVE, Category
+from conformance.report.model import records
+from conformance.results import FAILURES, INCONCLUSIVE, CaseResult, Category
 
 _SKIPPED = {Category.NOT_SUPPORTED, Category.NOT_APPLICABLE, Category.SKIP, Category.XFAIL}
 INTEGRITY_PROPERTY = "conformance.report.sha256"
@@ -45,9 +46,9 @@ def render(report: Mapping[str, Any]) -> str:
     backend = report["backend"]["name"]
     integrity = str((report.get("integrity") or {}).get("sha256", ""))
     suites = ET.Element("testsuites", name=f"conformance {backend}")
-    by_family: dict[str, list[dict]] = defaultdict(list)
-    for r in report["results"]:
-        by_family[(r.get("clause") or "OTHER").split("-")[0]].append(r)
+    by_family: dict[str, list[CaseResult]] = defaultdict(list)
+    for r in records(report["results"]):
+        by_family[r.family or "OTHER"].append(r)
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for family in sorted(by_family):
         results = by_family[family]
@@ -56,18 +57,18 @@ def render(report: Mapping[str, Any]) -> str:
         counts = {"tests": len(results), "failures": 0, "errors": 0, "skipped": 0}
         time_total = 0.0
         for r in results:
-            category = Category(r["category"])
-            duration = float(r.get("duration_s") or 0.0)
+            category = r.category
+            duration = float(r.duration_s or 0.0)
             time_total += duration
             case = ET.SubElement(
                 suite,
                 "testcase",
-                classname=f"conformance.{family}.{r.get('clause') or 'none'}",
-                name=r["id"],
+                classname=f"conformance.{family}.{r.clause or 'none'}",
+                name=r.id,
                 time=f"{duration:.3f}",
             )
-            message = safe.plain(r.get("message") or "")
-            if category is Category.NOT_SUPPORTED and r.get("mandatory"):
+            message = safe.plain(r.message)
+            if category is Category.NOT_SUPPORTED and r.mandatory:
                 counts["failures"] += 1
                 node = ET.SubElement(case, "failure", type=category.value, message=f"mandatory and not supported: {message}"[:500])
                 node.text = _details(r)
@@ -124,15 +125,14 @@ def _verdict_details(verdict: Mapping[str, Any]) -> str:
     return "\n".join(safe.plain(line) for line in lines)
 
 
-def _details(r: Mapping[str, Any]) -> str:
-    lines = [safe.plain(r.get("message") or "")]
+def _details(r: CaseResult) -> str:
+    lines = [safe.plain(r.message)]
     for key in ("op", "dtype", "program", "stage"):
-        if r.get(key):
-            lines.append(f"{key}: {r[key]}")
-    stats = r.get("stats") or {}
+        if getattr(r, key):
+            lines.append(f"{key}: {getattr(r, key)}")
     for key in ("max_abs", "max_ulp", "mae", "snr_db", "worst_index", "expected_at_worst", "actual_at_worst"):
-        if key in stats:
-            lines.append(f"{key}: {stats[key]}")
-    if r.get("replay"):
-        lines.append(f"replay: {r['replay']}")
+        if key in r.stats:
+            lines.append(f"{key}: {r.stats[key]}")
+    if r.replay:
+        lines.append(f"replay: {r.replay}")
     return "\n".join(lines)

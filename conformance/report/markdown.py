@@ -10,6 +10,7 @@ from typing import Any
 from tabulate import tabulate
 
 from conformance.report import safe
+from conformance.report.model import records
 from conformance.results import Category
 from conformance.specs import EDGE_KINDS
 
@@ -73,9 +74,9 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
         lines += ["## Why not certified", ""]
         failing_ids = set(verdict.get("failing") or ())
         per_clause: dict[str, int] = defaultdict(int)
-        for r in report["results"]:
-            if r["id"] in failing_ids:
-                per_clause[r["clause"]] += 1
+        for r in records(report["results"]):
+            if r.id in failing_ids:
+                per_clause[r.clause] += 1
         rows = []
         for clause in verdict["failing_clauses"]:
             meaning = clauses[clause].text if clauses and clause in clauses else ""
@@ -100,11 +101,11 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
             lines += [f"Inconclusive (harness or reference at fault): {', '.join(verdict['inconclusive'][:20])}", ""]
         if verdict["not_run"]:
             lines += [f"Mandatory but not run: {', '.join(verdict['not_run'][:20])}", ""]
-    failures = [r for r in report["results"] if Category(r["category"]).is_failure]
+    failures = [r for r in records(report["results"]) if r.category.is_failure]
     if failures:
         lines += ["## Failures", ""]
         rows = [
-            (_cell(r["id"]), r["category"], _cell(safe.plain(r.get("message", ""), 300)), f"`{safe.code(r['replay'])}`" if r.get("replay") else "")
+            (_cell(r.id), r.category.value, _cell(safe.plain(r.message, 300)), f"`{safe.code(r.replay)}`" if r.replay else "")
             for r in failures[:max_failures]
         ]
         lines += [tabulate(rows, headers=["check", "category", "message", "replay"], tablefmt="github"), ""]
@@ -183,9 +184,9 @@ def embedded_hash(text: str) -> str | None:
 def numerics_depth(report: Mapping[str, Any]) -> dict[str, Any]:
     """What the NUM checks compared: programs, hypothesis examples, edge cases by kind, layouts."""
     out: dict[str, Any] = {"checks": 0, "compared": 0, "examples": 0, "layouts": 0, "by_layout": {}, "applied": {}, "not_applicable": {}}
-    for r in report["results"]:
-        stats = r.get("stats") or {}
-        if not (r.get("clause") or "").startswith("NUM-") or "edge_cases" not in stats:
+    for r in records(report["results"]):
+        stats = r.stats
+        if r.family != "NUM" or "edge_cases" not in stats:
             continue
         out["checks"] += 1
         out["compared"] += int(stats.get("compared") or 0)
@@ -202,20 +203,20 @@ def numerics_depth(report: Mapping[str, Any]) -> dict[str, Any]:
 def supported_domain(report: Mapping[str, Any]) -> list[tuple]:
     """(op, dtype, category, compared, refused, summary) of every NUM check that refused a draw."""
     rows = []
-    for r in report["results"]:
-        stats = r.get("stats") or {}
-        if (r.get("clause") or "").startswith("NUM-") and int(stats.get("refused") or 0) > 0:
+    for r in records(report["results"]):
+        stats = r.stats
+        if r.family == "NUM" and int(stats.get("refused") or 0) > 0:
             summary = str(stats.get("refusal_summary", "")).partition(": ")[2]
-            rows.append((_cell(r.get("op", "")), r.get("dtype", ""), r["category"], int(stats.get("compared") or 0), int(stats["refused"]), _cell(summary)))
+            rows.append((_cell(r.op or ""), r.dtype or "", r.category.value, int(stats.get("compared") or 0), int(stats["refused"]), _cell(summary)))
     return sorted(rows)
 
 
 def op_dtype_matrix(report: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     """op -> dtype -> category of its numerics result."""
     matrix: dict[str, dict[str, str]] = defaultdict(dict)
-    for r in report["results"]:
-        if (r.get("clause") or "").startswith("NUM-") and r.get("op") and r.get("dtype"):
-            matrix[r["op"]][r["dtype"]] = r["category"]
+    for r in records(report["results"]):
+        if r.family == "NUM" and r.op and r.dtype:
+            matrix[r.op][r.dtype] = r.category.value
     return dict(matrix)
 
 
@@ -223,9 +224,9 @@ def performance_gaps(report: Mapping[str, Any]) -> str | None:
     """Why the backend has no timing for some performance programs (it refused them, failed them,
     they were not run), or None when every program it was timed on has a time."""
     missing: dict[str, set[str]] = defaultdict(set)
-    for r in report["results"]:
-        if (r.get("clause") or "").startswith("PERF-") and r.get("runner") == "backend" and r["category"] != Category.PASS.value:
-            missing[r["category"]].add(str(r.get("program") or "?"))
+    for r in records(report["results"]):
+        if r.family == "PERF" and r.runner == "backend" and r.category is not Category.PASS:
+            missing[r.category.value].add(str(r.program or "?"))
     if not missing:
         return None
     parts = []
@@ -242,11 +243,11 @@ def performance_gaps(report: Mapping[str, Any]) -> str | None:
 def performance_table(report: Mapping[str, Any]) -> list[tuple]:
     """Rows of (program, stage, backend, reference, eager, ratios) from PERF results."""
     medians: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
-    for r in report["results"]:
-        if (r.get("clause") or "").startswith("PERF-") and r["category"] == Category.PASS.value:
-            median = (r.get("timings") or {}).get("median_ms")
+    for r in records(report["results"]):
+        if r.family == "PERF" and r.category is Category.PASS:
+            median = r.timings.get("median_ms")
             if median is not None:
-                medians[(r["program"], r["stage"])][r["runner"]] = median
+                medians[(r.program, r.stage)][r.runner] = median
     rows = []
     for (program, stage), by in sorted(medians.items()):
         b, ref, eag = by.get("backend"), by.get("reference"), by.get("eager")

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from conformance import __version__
-from conformance.results import FAILURES, INCONCLUSIVE, Category
+from conformance.results import FAILURES, INCONCLUSIVE, CaseResult, Category
 from conformance.transport import jsonable
 
 RESULTS_SCHEMA = "torch-backend-conformance/results/1"
@@ -87,22 +87,24 @@ def result_id(record: Mapping[str, Any]) -> str:
     return f"{test}[{'|'.join(params)}]" if params else test
 
 
-def result_entries(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The ``results`` of a results document: records without their transport fields, with ids."""
-    results = []
-    for record in records:
-        entry = {k: v for k, v in record.items() if k not in ("backend", "nodeid", "phase")}
-        entry["id"] = record.get("id") or result_id(record)
-        results.append(entry)
-    return sorted(results, key=lambda r: r["id"])
+def result_entries(records: Iterable[CaseResult]) -> list[dict[str, Any]]:
+    """The ``results`` of a results document: records without their transport fields, by id."""
+    return [r.to_json() for r in sorted(records, key=lambda r: r.id)]
 
 
-def results_document(state, backend_name: str, records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def records(results: Iterable[CaseResult | Mapping[str, Any]]) -> list[CaseResult]:
+    """The records of a ``results`` list as report.json holds it (or records already)."""
+    return [r if isinstance(r, CaseResult) else CaseResult.from_json(r) for r in results]
+
+
+def results_document(state, backend_name: str, records: Iterable[CaseResult]) -> dict[str, Any]:
     """One pytest session's results for one backend (written by the plugin)."""
+    from conformance.discovery import DiscoveryError
+
     try:
         backend = state.backend(backend_name)  # the controller has not loaded it yet under xdist
-    except Exception:
-        backend = None
+    except DiscoveryError:
+        backend = None  # the run's checks record why; the document still carries them
     config = state.config
     hypothesis_profile = os.environ.get("HYPOTHESIS_PROFILE") or config.getoption("hypothesis_profile", default=None)
     results = result_entries(records)
@@ -219,21 +221,24 @@ def build_report(documents: list[Mapping[str, Any]], specs) -> dict[str, Any]:
             raise ReportError(
                 f"cannot merge results of backends {first['backend']['name']!r} and {doc['backend']['name']!r}"
             )
-    merged: dict[str, dict] = {}
+    merged: dict[str, CaseResult] = {}
     for doc in documents:
-        for result in doc["results"]:
-            if result["id"] in merged and merged[result["id"]] != result:
-                previous = Category(merged[result["id"]]["category"])
-                if previous.is_failure:  # the same check ran twice (a re-run shard): keep the failure
-                    continue
-            merged[result["id"]] = dict(result)
+        try:
+            found = records(doc["results"])
+        except (ValueError, TypeError) as exc:
+            raise ReportError(f"cannot build the report: results of part {doc['run'].get('tag')!r}: {exc}") from None
+        for result in found:
+            previous = merged.get(result.id)
+            if previous is not None and previous != result and previous.category.is_failure:
+                continue  # the same check ran twice (a re-run shard): keep the failure
+            merged[result.id] = result
     try:
         profile = report_profile(first["spec"], specs)
     except (KeyError, ValueError) as exc:
         raise ReportError(f"cannot build the report: {exc}") from None
-    results = sorted(merged.values(), key=lambda r: r["id"])
+    results = sorted(merged.values(), key=lambda r: r.id)
     for r in results:
-        r["mandatory"] = is_mandatory(r, profile, specs)
+        r.mandatory = is_mandatory(r, profile, specs)
     report = {
         "schema": REPORT_SCHEMA,
         "harness": first["harness"],
@@ -249,7 +254,7 @@ def build_report(documents: list[Mapping[str, Any]], specs) -> dict[str, Any]:
             "finished": max(doc["run"]["finished"] for doc in documents),
             "command": first["run"]["command"],
         },
-        "results": results,
+        "results": [r.to_json() for r in results],
     }
     partial = partial_reason(results)
     if partial:
@@ -260,54 +265,54 @@ def build_report(documents: list[Mapping[str, Any]], specs) -> dict[str, Any]:
     return report
 
 
-def partial_reason(results: list[Mapping[str, Any]]) -> str | None:
+def partial_reason(results: Iterable[CaseResult]) -> str | None:
     """Why the report holds fewer results than the run planned (interrupted, budget spent), or None."""
-    left = [r for r in results if r["category"] == Category.SKIP.value and str(r.get("message") or "").startswith("not run:")]
+    left = [r for r in results if r.category is Category.SKIP and r.message.startswith("not run:")]
     if not left:
         return None
-    reasons = Counter(str(r["message"]).split(";")[0].removeprefix("not run: ") for r in left)
+    reasons = Counter(r.message.split(";")[0].removeprefix("not run: ") for r in left)
     return f"{len(left)} planned check(s) not run: " + "; ".join(f"{why} ({n})" for why, n in reasons.most_common())
 
 
-def is_mandatory(result: Mapping[str, Any], profile, specs) -> bool:
-    clause = result.get("clause") or ""
+def is_mandatory(result: CaseResult, profile, specs) -> bool:
+    clause = result.clause or ""
     if clause.startswith("NUM-"):
-        op = result.get("op")
-        if op is None:
+        if result.op is None:
             return False
         try:
-            core = specs.op(op).name
+            core = specs.op(result.op).name
         except KeyError:
             return False
-        return result.get("dtype") in profile.dtypes.get(core, ())
+        return result.dtype in profile.dtypes.get(core, ())
     if clause.startswith("PERF-"):
         return False  # performance is measured and gated by diff, not certified
     return clause in profile.clauses
 
 
-def summarize(results: list[Mapping[str, Any]]) -> dict[str, Any]:
-    counts = Counter(r["category"] for r in results)
-    mandatory = [r for r in results if r.get("mandatory")]
-    num = [r for r in results if (r.get("clause") or "").startswith("NUM-")]
+def summarize(results: Iterable[CaseResult | Mapping[str, Any]]) -> dict[str, Any]:
+    results = records(results)
+    counts = Counter(r.category.value for r in results)
+    mandatory = [r for r in results if r.mandatory]
+    num = [r for r in results if (r.clause or "").startswith("NUM-")]
     clauses: dict[str, Counter] = {}
     for r in results:
-        clauses.setdefault(r.get("clause") or "?", Counter())[r["category"]] += 1
+        clauses.setdefault(r.clause or "?", Counter())[r.category.value] += 1
     return {
         "total": len(results),
         "counts": dict(sorted(counts.items())),
-        "mandatory": {"total": len(mandatory), "passed": sum(r["category"] == Category.PASS.value for r in mandatory)},
+        "mandatory": {"total": len(mandatory), "passed": sum(r.category is Category.PASS for r in mandatory)},
         "numerics": {
             "total": len(num),
-            "passed": sum(r["category"] == Category.PASS.value for r in num),
-            "not_supported": sum(r["category"] == Category.NOT_SUPPORTED.value for r in num),
-            "ops": len({r.get("op") for r in num}),
-            "dtypes": len({r.get("dtype") for r in num}),
+            "passed": sum(r.category is Category.PASS for r in num),
+            "not_supported": sum(r.category is Category.NOT_SUPPORTED for r in num),
+            "ops": len({r.op for r in num}),
+            "dtypes": len({r.dtype for r in num}),
         },
         "clauses": {c: dict(sorted(v.items())) for c, v in sorted(clauses.items())},
     }
 
 
-def verdict(results: list[Mapping[str, Any]], profile, specs) -> dict[str, Any]:
+def verdict(results: Iterable[CaseResult | Mapping[str, Any]], profile, specs) -> dict[str, Any]:
     """Certified for the profile, or why not, reason first: failing checks (by clause), mandatory
     op x dtype the backend does not support, inconclusive results, mandatory checks not run."""
     failing: list[str] = []
@@ -316,27 +321,28 @@ def verdict(results: list[Mapping[str, Any]], profile, specs) -> dict[str, Any]:
     unsupported: list[str] = []
     inconclusive: list[str] = []
     not_run: list[str] = []
-    allowed = {Category.PASS.value, Category.NOT_APPLICABLE.value}
+    allowed = {Category.PASS, Category.NOT_APPLICABLE}
+    results = records(results)
     for r in results:
-        if not r.get("mandatory") or r["category"] in allowed:
+        if not r.mandatory or r.category in allowed:
             continue
-        category = Category(r["category"])
-        if category in INCONCLUSIVE:
-            inconclusive.append(r["id"])
-        elif category is Category.NOT_SUPPORTED and r.get("op"):
-            unsupported.append(f"{r['op']} {r.get('dtype', '')}".strip())
-        elif category in FAILURES or category is Category.NOT_SUPPORTED:  # a refused contract program fails its clause
-            failing.append(r["id"])
-            failing_clauses.add(r["clause"])
-            if r.get("op"):
-                failing_ops.add(f"{r['op']} {r.get('dtype', '')}".strip())
+        op_dtype = f"{r.op} {r.dtype or ''}".strip()
+        if r.category in INCONCLUSIVE:
+            inconclusive.append(r.id)
+        elif r.category is Category.NOT_SUPPORTED and r.op:
+            unsupported.append(op_dtype)
+        elif r.category in FAILURES or r.category is Category.NOT_SUPPORTED:  # a refused contract program fails its clause
+            failing.append(r.id)
+            failing_clauses.add(r.clause)
+            if r.op:
+                failing_ops.add(op_dtype)
         else:
-            not_run.append(r["id"])
-    seen_clauses = {r.get("clause") for r in results}
+            not_run.append(r.id)
+    seen_clauses = {r.clause for r in results}
     for clause in profile.clauses:
         if clause not in seen_clauses and not clause.startswith("PERF-"):
             not_run.append(clause)
-    seen_num = {(r.get("op"), r.get("dtype")) for r in results if (r.get("clause") or "").startswith("NUM-")}
+    seen_num = {(r.op, r.dtype) for r in results if (r.clause or "").startswith("NUM-")}
     for op, dtypes in profile.dtypes.items():
         for dtype in dtypes:
             if (op, dtype) not in seen_num:

@@ -42,6 +42,7 @@ from conformance.report.model import (
     integrity_hash,
     is_mandatory,
     key_id,
+    records,
     report_profile,
     signature,
     summarize,
@@ -214,9 +215,13 @@ def _recompute_problems(report: Mapping[str, Any], specs) -> list[str]:
         return [f"profile {name!r} is not in this harness's spec"]
     except ValueError as exc:  # SpecError: a definition this spec cannot hold
         return [f"profile {name!r}: {exc}"]
-    results = [dict(r, mandatory=is_mandatory(r, profile, specs)) for r in report["results"]]
+    results = records(report["results"])
+    flipped = []
+    for r in results:
+        stored, r.mandatory = r.mandatory, is_mandatory(r, profile, specs)
+        if r.mandatory != stored:
+            flipped.append(r.id)
     problems = []
-    flipped = [r["id"] for r, stored in zip(results, report["results"]) if r["mandatory"] != stored["mandatory"]]
     if flipped:
         problems.append(f"{len(flipped)} result(s) carry a mandatory flag the spec does not give: {_names(flipped)}")
     problems += _differences("summary", report["summary"], summarize(results))

@@ -85,8 +85,8 @@ def test_new_failures_fixed_results_and_known_failures_are_told_apart():
     new_results[0]["category"] = "CONTRACT_VIOLATION"  # new
     new_results[2]["category"] = "PASS"  # fixed
     d = diff(old, _report(new_results))
-    assert [r["id"] for r in d.new_failures] == ["test_RT_002[mlp]"]
-    assert [r["id"] for r in d.fixed] == ["test_NUM_001[aten.mul.Tensor|float32]"]
+    assert [r.id for r in d.new_failures] == ["test_RT_002[mlp]"]
+    assert [r.id for r in d.fixed] == ["test_NUM_001[aten.mul.Tensor|float32]"]
     assert d.failed
 
 
