@@ -38,14 +38,7 @@ EXIT_INTERRUPTED = 130
 DEFAULT_TIMEOUT = 120
 DEFAULT_BUDGET = 6 * 3600
 """Seconds a whole certify run may take before what is left is recorded "not run"."""
-MAX_WORKER_RESTARTS = 20
-"""Per pytest session; the supervisor starts another session for what a session left."""
 REPORT_FILES = ("report.json", "report.md", "report.html", "junit.xml")
-CLOSED_RUN_PLUGINS = (
-    "-p", "conformance.plugin", "-p", "xdist.plugin", "-p", "pytest_timeout", "-p", "pytest_benchmark.plugin", "-p", "_hypothesis_pytestplugin",
-    "--noconftest",  # nor a conftest.py of the directory certify runs in
-)  # fmt: skip
-"""The only pytest plugins a certification loads (report.json lists them under run.plugins)."""
 
 
 class UsageError(Exception):
@@ -70,26 +63,6 @@ def _pytest(args: list[str], env: dict[str, str], *, quiet: bool = False) -> int
         sys.stdout.write(done.stdout)
         sys.stderr.write(done.stderr)
     return done.returncode
-
-
-def _split_selection(extra: list[str]) -> tuple[list[str], str | None]:
-    """Take the user's -k expression out of ``extra`` so each phase can AND it with its own."""
-    rest, expr, i = [], None, 0
-    while i < len(extra):
-        if extra[i] == "-k" and i + 1 < len(extra):
-            expr = extra[i + 1] if expr is None else f"({expr}) and ({extra[i + 1]})"
-            i += 2
-        elif extra[i].startswith("-k") and len(extra[i]) > 2:
-            expr = extra[i][2:] if expr is None else f"({expr}) and ({extra[i][2:]})"
-            i += 1
-        else:
-            rest.append(extra[i])
-            i += 1
-    return rest, expr
-
-
-def _and(base: str, user: str | None) -> str:
-    return base if user is None else f"({base}) and ({user})"
 
 
 def resolve_profile(ns: argparse.Namespace, backend, specs):
@@ -186,88 +159,60 @@ def _load_specs():
 
 
 def certify(ns: argparse.Namespace, extra: list[str]) -> int:
+    from conformance import invocation
     from conformance.plugin import safe_name, write_text_atomic
     from conformance.specs import is_builtin, profile_definition
 
     specs = _load_specs()
-    backend = _backend_or_exit(ns.backend)  # fail fast (exit 2) on a name that cannot be built
-    extra, selection = _split_selection(extra)
-    _check_inputs(ns, backend, specs)
-    profile = resolve_profile(ns, backend, specs)
+    names = list(dict.fromkeys(ns.backend))
+    backends = [_backend_or_exit(name) for name in names]  # fail fast (exit 2) on a name that cannot be built
+    if len(names) > 1 and ns.baseline:
+        raise UsageError("--baseline gates one backend's report: certify that backend alone")
+    extra, selection = invocation.split_selection(extra)
+    for backend in backends:
+        _check_inputs(ns, backend, specs)
+    profile = resolve_profile(ns, backends[0], specs)  # every backend of a run is certified for the same profile
     out = Path(ns.output)
     shard = _shard_tag(ns.shard)
-    results_dir = out / safe_name(ns.backend) / "results"
-    _check_output(out, results_dir.parent, ns.baseline)
+    report_dirs = {name: out / safe_name(name) for name in names}
+    for report_dir in report_dirs.values():
+        _check_output(out, report_dir, ns.baseline)
     baseline = _load_json(ns.baseline, "baseline") if ns.baseline else None  # before the old report goes
-    if not shard:
-        # Nothing of an earlier run may stand beside this one's results: a run killed half-way
-        # must leave no report that looks like its own.
-        for stale in [*results_dir.glob("*.json"), *results_dir.glob(f"*{JOURNAL_SUFFIX}")]:
-            stale.unlink()
-        for stale in REPORT_FILES:
-            (results_dir.parent / stale).unlink(missing_ok=True)
-        shutil.rmtree(results_dir.parent / "replays", ignore_errors=True)  # an earlier run's failures
-    results_dir.mkdir(parents=True, exist_ok=True)
-    profile_file: list[str] = []
+    for report_dir in report_dirs.values():
+        results_dir = report_dir / "results"
+        if not shard:
+            # Nothing of an earlier run may stand beside this one's results: a run killed half-way
+            # must leave no report that looks like its own.
+            for stale in [*results_dir.glob("*.json"), *results_dir.glob(f"*{JOURNAL_SUFFIX}")]:
+                stale.unlink()
+            for stale in REPORT_FILES:
+                (report_dir / stale).unlink(missing_ok=True)
+            shutil.rmtree(report_dir / "replays", ignore_errors=True)  # an earlier run's failures
+        results_dir.mkdir(parents=True, exist_ok=True)
+    first = report_dirs[names[0]]
+    definition = None
     if not is_builtin(profile, specs):  # claimed, a user's file, a selection: the sessions read its definition
-        definition = results_dir.parent / "logs" / "profile.json"
+        definition = first / "logs" / "profile.json"
         definition.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(definition, json.dumps(profile_definition(profile), indent=1))
-        profile_file = ["--conformance-profile-file", str(definition)]
-    # A certify run started from inside a pytest-xdist worker (a CI test) must not inherit its
-    # identity: pytest-benchmark disables itself wherever PYTEST_XDIST_WORKER is set.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    env["HYPOTHESIS_PROFILE"] = ns.hypothesis_profile
-    # A closed run: no pytest plugin another installed package registers may load (one could turn
-    # failures into passes); only ours and the engines the checks use, named here. The xdist
-    # workers inherit the variable and the -p options.
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    common = [*CLOSED_RUN_PLUGINS,
-        "--pyargs",
-        "conformance.checks",
-        "--conformance-backend",
-        ns.backend,
-        "--conformance-profile",
-        profile.name,
-        *profile_file,
-        "--conformance-out",
-        str(out),
-        "--conformance-categories",
-        "-p",
-        "no:cacheprovider",
-        "-o",
-        "addopts=",
-        "-o",
-        "python_files=test_*.py",
-        "--rootdir",
-        str(Path.cwd()),
-    ]
-    if shard:
-        common += ["--conformance-shard", ns.shard]
-    started = time.perf_counter()
     hard = ns.hard_timeout or 2 * ns.timeout + 10
     if hard <= ns.timeout:
         raise UsageError(f"--hard-timeout ({hard:g} s) must exceed --timeout ({ns.timeout:g} s): the watchdog kills what the timeout could not stop")
+    run = invocation.Run(
+        backends=tuple(names), profile=profile.name, profile_file=definition, out=out, hypothesis_profile=ns.hypothesis_profile,
+        specs_dir=Path(ns.specs) if ns.specs else None, shard=ns.shard, timeout=ns.timeout, hard_timeout=hard,
+    )
+    env = invocation.environment()
+    started = time.perf_counter()
     supervisor = Supervisor(
-        results_dir,
+        {name: d / "results" for name, d in report_dirs.items()},
         hard_timeout=hard,
         deadline=time.monotonic() + ns.budget if ns.budget else None,
         budget_s=ns.budget,
     )
-    workers = ["-n", str(ns.workers), "--max-worker-restart", str(MAX_WORKER_RESTARTS)] if ns.workers != "0" else ["-p", "no:xdist"]
     interrupt = _interruptible()
     checks = supervisor.run_phase(
-        f"checks{shard}",
-        common
-        + workers
-        + ["--timeout", str(ns.timeout), "-o", "timeout_func_only=true", "--conformance-hard-timeout", str(hard)]
-        + ["-k", _and("not test_PERF", selection), "--benchmark-disable"]
-        # Warnings stay in the worker: xdist would ship each to the controller, which imports the
-        # warning's category to rebuild it (ExecuTorch's: ~3 s of importing executorch.exir there).
-        + ["-p", "no:warnings"]
-        + extra,
-        env,
-        in_process=ns.workers == "0",
+        f"checks{shard}", invocation.checks_args(run, workers=ns.workers, selection=selection, extra=extra), env, in_process=ns.workers == "0"
     )
     _say(checks)
     perf_wanted = any(c.startswith("PERF-") for c in profile.clauses) and not ns.skip_perf
@@ -275,35 +220,33 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
         print("conformance: timing preprocess, init and execute (pytest-benchmark, no workers) ...", flush=True)
         perf = supervisor.run_phase(
             f"perf{shard}",
-            common
-            + ["-p", "no:xdist", "--timeout", str(ns.timeout), "-o", "timeout_func_only=true", "-k", _and("test_PERF", selection)]
-            + ["--benchmark-min-rounds", "15", "--benchmark-max-time", "0.5", "--benchmark-disable-gc", "-q"]
-            + extra,
+            invocation.perf_args(run, selection=selection, extra=extra),
             env,
             in_process=True,
-            log=results_dir.parent / "logs" / f"perf{shard}.log",
+            log=first / "logs" / f"perf{shard}.log",
         )
         _say(perf)
-    report_dir = out / safe_name(ns.backend)
     if shard:
-        parts = sorted(results_dir.glob(f"*{shard}*.json"))
+        parts = sorted(p for d in report_dirs.values() for p in (d / "results").glob(f"*{shard}*.json"))
         failing = sum(r.category.is_failure for p in parts for r in records(json.loads(p.read_text())["results"]))
         print(f"shard {ns.shard}: results in {', '.join(map(str, parts))}; {failing} failing. "
-              f"Merge every shard's results with: python -m conformance merge {report_dir} <results files or dirs>")
+              f"Merge every shard's results with: python -m conformance merge {first} <results files or dirs>")
         return EXIT_NOT_CERTIFIED if failing else EXIT_OK
     if supervisor.interrupted:
         print(f"conformance: the run was {supervisor.interrupted}: writing a partial report from the results so far "
               "(press Ctrl-C again to abandon it)", file=sys.stderr, flush=True)
     interrupt.restore()
-    report = _supervised_report(report_dir, supervisor)
-    if report is None:
-        return EXIT_INTERRUPTED if supervisor.interrupted else EXIT_NOT_CERTIFIED
-    _print_summary(report, report_dir, time.perf_counter() - started)
-    if supervisor.interrupted:
-        return EXIT_INTERRUPTED
-    if baseline is not None:
-        return _gate(baseline, report, ns)
-    return EXIT_OK if report["verdict"]["certified"] else EXIT_NOT_CERTIFIED
+    status = EXIT_OK
+    for report_dir, report in _supervised_reports(list(report_dirs.values()), supervisor, ns.specs).items():
+        if report is None:
+            status = max(status, EXIT_NOT_CERTIFIED)
+            continue
+        _print_summary(report, report_dir, time.perf_counter() - started, brief=len(names) > 1)
+        if baseline is not None:
+            status = max(status, _gate(baseline, report, ns))
+        elif not report["verdict"]["certified"]:
+            status = max(status, EXIT_NOT_CERTIFIED)
+    return EXIT_INTERRUPTED if supervisor.interrupted else status
 
 
 class _interruptible:
@@ -327,23 +270,27 @@ class _interruptible:
 REPORT_TIMEOUT = 600
 
 
-def _supervised_report(report_dir: Path, supervisor: Supervisor) -> dict | None:
+def _supervised_reports(report_dirs: list[Path], supervisor: Supervisor, specs_dir: str | None) -> dict[Path, dict | None]:
     """``report`` in a process of its own, under the same watchdog as the checks: whatever the
-    results hold, building the report ends, and a report that could not be built says why."""
+    results hold, building the reports ends, and a report that could not be built says why."""
     timeout = REPORT_TIMEOUT if supervisor.deadline is None else max(60.0, min(REPORT_TIMEOUT, supervisor.deadline - time.monotonic()))
+    timeout *= len(report_dirs)
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "conformance", "report", str(report_dir)],
+            [sys.executable, "-m", "conformance", "report", *map(str, report_dirs), *(["--specs", specs_dir] if specs_dir else [])],
             capture_output=True, text=True, errors="replace", timeout=timeout,
             preexec_fn=die_with_parent,  # noqa: PLW1509 - the CLI is single-threaded
         )
     except subprocess.TimeoutExpired:
-        print(f"conformance: building the report did not finish in {timeout:.0f} s; the results are in {report_dir / 'results'}", file=sys.stderr)
-        return None
+        print(f"conformance: building the report did not finish in {timeout:.0f} s; the results are in {report_dirs[0] / 'results'}", file=sys.stderr)
+        return dict.fromkeys(report_dirs)
     if done.returncode != EXIT_OK:
         print(f"conformance: cannot build the report: {clean_text(done.stderr.strip() or done.stdout.strip())[-2000:]}", file=sys.stderr)
-        return None
-    return json.loads((report_dir / "report.json").read_text())
+    built = {}
+    for report_dir in report_dirs:
+        path = report_dir / "report.json"
+        built[report_dir] = json.loads(path.read_text()) if path.exists() else None
+    return built
 
 
 def _say(outcome) -> None:
@@ -440,14 +387,18 @@ def build_and_write(report_dir: Path, specs) -> dict:
     return report
 
 
-def _print_summary(report: dict, report_dir: Path, seconds: float) -> None:
+def _print_summary(report: dict, report_dir: Path, seconds: float, *, brief: bool = False) -> None:
     """The run's last words, reason first: what failed (by clause, then the first failures with
-    their replay), what is not supported, then the counts and where the reports are."""
+    their replay), what is not supported, then the counts and where the reports are. ``brief``
+    (a run of several backends): the verdict line alone, each report says the rest."""
     from tabulate import tabulate
 
     from conformance.report import safe
 
     verdict = report["verdict"]
+    if brief:
+        print(f"{'CERTIFIED' if verdict['certified'] else 'NOT CERTIFIED'}: {report['backend']['name']}: {verdict['text']}  ({report_dir / 'report.json'})")
+        return
     print()
     print(tabulate(sorted(report["summary"]["counts"].items()), headers=["category", "count"], tablefmt="simple"))
     results = records(report["results"])
@@ -477,16 +428,20 @@ def _print_summary(report: dict, report_dir: Path, seconds: float) -> None:
 def report_command(ns: argparse.Namespace) -> int:
     from conformance import specs as spec_module
 
-    try:
-        report = build_and_write(Path(ns.directory), spec_module.load())
-    except FileNotFoundError as exc:
-        print(f"conformance: no results to build a report from ({exc}); see the pytest output above", file=sys.stderr)
-        return EXIT_NOT_CERTIFIED
-    except ReportError as exc:
-        print(f"conformance: {exc}", file=sys.stderr)
-        return EXIT_NOT_CERTIFIED
-    print(report["verdict"]["text"])
-    return EXIT_OK
+    status = EXIT_OK
+    for directory in ns.directory:
+        try:
+            report = build_and_write(Path(directory), spec_module.load())
+        except FileNotFoundError as exc:
+            print(f"conformance: no results to build a report from ({exc}); see the pytest output above", file=sys.stderr)
+            status = EXIT_NOT_CERTIFIED
+            continue
+        except ReportError as exc:
+            print(f"conformance: {directory}: {exc}", file=sys.stderr)
+            status = EXIT_NOT_CERTIFIED
+            continue
+        print(report["verdict"]["text"])
+    return status
 
 
 def replay(ns: argparse.Namespace) -> int:
@@ -644,7 +599,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"torch-backend-conformance {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("certify", help="certify a backend and write reports/NAME/report.{json,md}")
-    c.add_argument("backend", help="entry-point name (see `list`) or module:attr")
+    c.add_argument("backend", nargs="+", help="entry-point name (see `list`), module:attr or path.py:attr; several share one "
+                   "pytest session and the profile, each gets its own report")
     c.add_argument(
         "--profile",
         default=None,
@@ -656,7 +612,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--dtypes", action="append", default=None, metavar="DTYPES",
                    help="only these dtypes of the profile, comma-separated (float32,int32); repeatable")
     c.add_argument("--output", default="reports", help="directory for reports (default: reports)")
-    c.add_argument("--hypothesis-profile", default=os.environ.get("HYPOTHESIS_PROFILE", "ci"), choices=["ci", "dev", "thorough"])
+    c.add_argument("--hypothesis-profile", default="ci", choices=["ci", "dev", "thorough"])
     c.add_argument("--workers", default="auto", help="pytest-xdist workers (default auto; 0 runs in-process, no crash isolation)")
     c.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per check before TIMEOUT")
     c.add_argument("--hard-timeout", type=float, default=None, help="seconds after which a check's process is killed (default 2 x --timeout + 10)")
@@ -666,7 +622,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--baseline", default=None, help="report.json of a previous run: exit non-zero only on new failures or regressions")
     _gate_options(c)
     r = sub.add_parser("report", help="rebuild report.json/md from DIR/results/*.json")
-    r.add_argument("directory")
+    r.add_argument("directory", nargs="+")
     rp = sub.add_parser("replay", help="re-run a saved failing example")
     rp.add_argument("directory")
     rp.add_argument("--backend", default=None, help="backend to run it on (default: the one that failed)")
@@ -687,6 +643,8 @@ def parser() -> argparse.ArgumentParser:
     sb.add_argument("--output", default="reports", help="directory for scoreboard.md/html (default: reports)")
     ls = sub.add_parser("list", help="list backends found through entry points, and the profiles")
     ls.add_argument("--ops", action="store_true", help="list every spec'd op with its dtypes (core: in torch's core ATen set)")
+    for command in (c, r, rp, d, v, m, sb, ls):
+        command.add_argument("--specs", default=None, metavar="DIR", help="the spec of record to use instead of the installed one (a specs/ directory)")
     return p
 
 
@@ -709,6 +667,9 @@ def main(argv: list[str] | None = None) -> int:
     extra = unknown + extra  # unknown options go to pytest (-k, -x, --timeout-method ...)
     if ns.command != "certify" and extra:
         p.error(f"unrecognized arguments: {' '.join(extra)}")
+    from conformance import specs as spec_module
+
+    spec_module.use(ns.specs)  # for this command only: main() may run in-process (tests)
     try:
         if ns.command == "certify":
             return certify(ns, extra)
@@ -732,3 +693,5 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
+    finally:
+        spec_module.use(None)

@@ -70,6 +70,10 @@ def pytest_addoption(parser):
         "without pytest's failure sections (certify's console; the harness prints its own summary)",
     )
     group.addoption("--conformance-out", default=None, help="directory for per-backend results documents")
+    group.addoption("--conformance-specs", default=None, metavar="DIR",
+                    help="the spec of record to certify against instead of the installed one (a specs/ directory)")
+    group.addoption("--conformance-run-dir", default=None, metavar="DIR",
+                    help="where the processes running checks leave their markers and traces (the supervisor reads them; default: a new temporary directory)")
     group.addoption("--conformance-tag", default="run", help="name of this run's results file (results/<tag>.json)")
     group.addoption(
         "--conformance-shard",
@@ -158,20 +162,33 @@ def pytest_configure(config):
     # of which modules this process has imported (hypothesis' "local constants"), so a check draws
     # the same examples whichever xdist worker runs it and whatever the backend's source holds.
     profiles.register()
+    from conformance import specs
+
+    specs.use(config.getoption("conformance_specs"))
     st = _State(config)
     config.stash[STASH_STATE] = st
     config.pluginmanager.register(_Collector(st), "conformance-collector")
-    given = os.environ.get(supervision.RUN_DIR_ENV)
     if _is_worker(config):
+        given = config.workerinput.get(WORKER_RUN_DIR)
         st.run_dir = Path(given) if given else None
         supervision.die_with_parent()  # a lost controller must not leave the backend running
         return
     # The run directory holds the markers, beacons and traces of every process running checks
     # (conformance.supervision). The CLI's supervisor gives one it reads after the session;
-    # otherwise the session makes its own.
+    # otherwise the session makes its own. Workers learn it from their workerinput.
+    given = config.getoption("conformance_run_dir")
     st.owns_run_dir = not given
     st.run_dir = Path(given) if given else Path(tempfile.mkdtemp(prefix="conformance-run-"))
-    os.environ[supervision.RUN_DIR_ENV] = str(st.run_dir)  # inherited by xdist workers
+
+
+WORKER_RUN_DIR = "conformance_run_dir"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist, on the controller, before a worker starts: hand it the run directory."""
+    if _active(node.config):
+        node.workerinput[WORKER_RUN_DIR] = str(state(node.config).run_dir)
 
 
 def pytest_sessionstart(session):

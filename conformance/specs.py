@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -183,11 +182,22 @@ class Specs:
 # ---------------------------------------------------------------------------------------------
 
 
+_CHOSEN_ROOT: list[Path] = []
+"""The spec of record this process was told to use (``use``), if not the installed one."""
+
+
+def use(root: str | Path | None) -> None:
+    """Make ``root`` the spec of record of this process (the CLI's ``--specs``, the plugin's
+    ``--conformance-specs``); None goes back to the installed one."""
+    _CHOSEN_ROOT[:] = [Path(root)] if root is not None else []
+    load.cache_clear()
+
+
 def specs_root() -> Path:
-    """specs/ of the repository, or the copy shipped in the wheel (package conformance_specs)."""
-    env = os.environ.get("CONFORMANCE_SPECS")
-    if env:
-        return Path(env)
+    """The spec of record: the one chosen with ``use``, else specs/ of the repository, else the
+    copy shipped in the wheel (package conformance_specs)."""
+    if _CHOSEN_ROOT:
+        return _CHOSEN_ROOT[0]
     repo = Path(__file__).resolve().parent.parent / "specs"
     if (repo / "interface.toml").exists():
         return repo
@@ -200,7 +210,7 @@ def specs_root() -> Path:
 def load(root: str | Path | None = None) -> Specs:
     root = Path(root) if root is not None else specs_root()
     if not (root / "interface.toml").exists():
-        raise SpecError(f"{root}: no interface.toml; set CONFORMANCE_SPECS to the specs/ directory")
+        raise SpecError(f"{root}: no interface.toml; pass --specs with the specs/ directory")
     files = [root / "interface.toml", root / "profiles.toml", *sorted((root / "ops").glob("*.toml"))]
     digest = hashlib.sha256()
     for f in files:

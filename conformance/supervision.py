@@ -2,7 +2,7 @@
 
 A check that kills its process (a segfault, an abort, ``os._exit``) or hangs it (native code
 holding the GIL) cannot report its own result. So every process that runs checks keeps, in the
-run directory named by ``CONFORMANCE_RUN_DIR``:
+run directory the plugin was given (``--conformance-run-dir``, or its own):
 
 - ``<pid>.json``, the *marker*: which check it is running and since when (removed when the
   check ends, so a marker left behind names the check the process died in);
@@ -31,7 +31,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-RUN_DIR_ENV = "CONFORMANCE_RUN_DIR"
 JOURNAL_SUFFIX = ".journal"
 """results/<tag>.journal: a session's results document header on its first line, then one record
 per line as each check ends, so a session that dies loses nothing already computed
@@ -50,9 +49,8 @@ def run_dir() -> Path | None:
 
 
 def arm(directory: str | os.PathLike | None = None) -> Path | None:
-    """Start leaving traces in ``directory`` (default: $CONFORMANCE_RUN_DIR); idempotent per process."""
+    """Start leaving traces in ``directory`` (the run directory the plugin was given); idempotent per process."""
     global _beacon, _trace_file, _run_dir
-    directory = directory or os.environ.get(RUN_DIR_ENV)
     if not directory:
         return None
     path = Path(directory)

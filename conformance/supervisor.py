@@ -62,10 +62,11 @@ class PhaseOutcome:
 
 
 class Supervisor:
-    """Runs the phases of one backend's certification into ``results_dir``."""
+    """Runs the phases of a certification into each backend's results directory (``results_dirs``:
+    backend name as the run names it -> its ``results/``; one pytest session checks them all)."""
 
-    def __init__(self, results_dir: Path, *, hard_timeout: float, deadline: float | None, budget_s: float | None):
-        self.results_dir = results_dir
+    def __init__(self, results_dirs: dict[str, Path], *, hard_timeout: float, deadline: float | None, budget_s: float | None):
+        self.results_dirs = dict(results_dirs)
         self.hard_timeout = hard_timeout
         self.deadline = deadline  # time.monotonic() by which everything must have ended
         self.budget_s = budget_s
@@ -93,11 +94,11 @@ class Supervisor:
             status, run_dir, lost = self._session(session_tag, args, env, only, in_process=in_process, log=log, outcome=outcome)
             if round_ == 0:
                 plan = _read_plan(run_dir)
-            if (self.results_dir / f"{session_tag}{JOURNAL_SUFFIX}").exists():
+            if any((d / f"{session_tag}{JOURNAL_SUFFIX}").exists() for d in self.results_dirs.values()):
                 header_tag = header_tag if round_ else session_tag
             outcome.lost += lost
             supervision_cleanup(run_dir)
-            complete_documents(self.results_dir)
+            self._complete()
             done = self._done(tag)
             left = [nodeid for nodeid in plan if nodeid not in done]
             if self.interrupted:
@@ -130,15 +131,23 @@ class Supervisor:
                 self._record(tag, header_tag, {n: plan[n] for n in left}, Category.SKIP,
                              f"not run: the run's time budget of {self.budget_s:.0f} s was spent (--budget)")
                 outcome.not_run += left
-        complete_documents(self.results_dir)
+        self._complete()
         self._close_journals(tag)
         return outcome
+
+    def _complete(self) -> None:
+        for directory in self.results_dirs.values():
+            complete_documents(directory)
+
+    def _dir_of(self, meta: dict) -> Path:
+        """The results directory of the backend a check (its plan meta) belongs to."""
+        return self.results_dirs.get(meta.get("backend"), next(iter(self.results_dirs.values())))
 
     # -- one session -----------------------------------------------------------------------------
 
     def _session(self, session_tag, args, env, only, *, in_process, log, outcome) -> tuple[int, Path, list[str]]:
         run_dir = Path(tempfile.mkdtemp(prefix="conformance-run-"))
-        command = [sys.executable, "-m", "pytest", *args, "--conformance-tag", session_tag]
+        command = [sys.executable, "-m", "pytest", *args, "--conformance-tag", session_tag, "--conformance-run-dir", str(run_dir)]
         if only is not None:
             listing = run_dir / "only.txt"
             listing.write_text("\n".join(only) + "\n")
@@ -149,7 +158,7 @@ class Supervisor:
         try:
             proc = subprocess.Popen(
                 command,
-                env={**env, supervision.RUN_DIR_ENV: str(run_dir)},
+                env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT if out is not None else None,
                 start_new_session=True,  # one process group: a spent budget kills the whole session
@@ -188,7 +197,7 @@ class Supervisor:
                 _kill_group(proc)
                 outcome.budget_spent = True
                 return
-            if finished_at is None and (self.results_dir / f"{session_tag}.json").exists():
+            if finished_at is None and all((d / f"{session_tag}.json").exists() for d in self.results_dirs.values()):
                 finished_at = time.monotonic()
             elif finished_at is not None and time.monotonic() - finished_at > EXIT_GRACE_S:
                 outcome.notes.append(
@@ -204,7 +213,6 @@ class Supervisor:
         from conformance.plugin import lost_record
 
         plan = _read_plan(run_dir)
-        journal = self.results_dir / f"{session_tag}{JOURNAL_SUFFIX}"
         lost = []
         for info in supervision.running(run_dir):
             nodeid = info["nodeid"]
@@ -214,6 +222,7 @@ class Supervisor:
             killed_after = killed[nodeid][1] if nodeid in killed else None
             record = lost_record(meta, run_dir, info["pid"], None if killed_after is not None else status, killed_after=killed_after)
             record.update(nodeid=nodeid, duration_s=round(time.time() - info["start"], 3), phase="call")
+            journal = self._dir_of(meta) / f"{session_tag}{JOURNAL_SUFFIX}"
             if journal.exists():
                 _append(journal, record)
                 lost.append(nodeid)
@@ -222,7 +231,7 @@ class Supervisor:
     # -- bookkeeping -------------------------------------------------------------------------------
 
     def _journals(self, tag: str) -> list[Path]:
-        return sorted(p for p in self.results_dir.glob(f"{tag}*{JOURNAL_SUFFIX}") if _phase_of(p.name, tag))
+        return sorted(p for d in self.results_dirs.values() for p in d.glob(f"{tag}*{JOURNAL_SUFFIX}") if _phase_of(p.name, tag))
 
     def _done(self, tag: str) -> set[str]:
         done: set[str] = set()
@@ -232,20 +241,22 @@ class Supervisor:
         return done
 
     def _record(self, tag, header_tag, metas: dict[str, dict], category: Category, message: str) -> None:
-        """Records the supervisor writes itself, in a journal of their own (header from the phase's)."""
-        source = self.results_dir / f"{header_tag}{JOURNAL_SUFFIX}"
-        if not source.exists():
-            return
-        header, _ = read_journal(source)
-        target = self.results_dir / f"{tag}-supervisor{JOURNAL_SUFFIX}"
-        if not target.exists():
-            header = {**header, "run": {**header["run"], "tag": f"{tag}-supervisor"}}
-            target.write_text(transport.dumps_document(header, indent=None) + "\n", encoding="utf-8")
+        """Records the supervisor writes itself, in a journal of their own beside each backend's
+        results (header from the phase's)."""
         for nodeid, meta in metas.items():
+            directory = self._dir_of(meta)
+            source = directory / f"{header_tag}{JOURNAL_SUFFIX}"
+            if not source.exists():
+                continue
+            target = directory / f"{tag}-supervisor{JOURNAL_SUFFIX}"
+            if not target.exists():
+                header, _ = read_journal(source)
+                header = {**header, "run": {**header["run"], "tag": f"{tag}-supervisor"}}
+                target.write_text(transport.dumps_document(header, indent=None) + "\n", encoding="utf-8")
             record = CaseResult(**meta)
             record.update(nodeid=nodeid, id=result_id(meta), category=category, message=message, duration_s=0.0)
             _append(target, record)
-        (self.results_dir / f"{tag}-supervisor.json").unlink(missing_ok=True)
+            (directory / f"{tag}-supervisor.json").unlink(missing_ok=True)
 
     def _close_journals(self, tag: str) -> None:
         for journal in self._journals(tag):

@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import specs
 from conformance.discovery import _import_path
-from conformance.report import build_report
 from conformance.strategies import profiles
 
 profiles.register()
@@ -25,10 +23,10 @@ HARD_TIMEOUT = 55
 
 @pytest.fixture(scope="session")
 def certified(tmp_path_factory, worker_id) -> dict[str, dict]:
-    """backend name -> report of one seeded-profile session over all seeded backends.
+    """backend name -> report of one ``certify`` run of the seeded profile over all seeded backends.
 
     Run once per test run, whichever xdist worker asks first: the others wait on the lock
-    and read the same results (pytest-xdist's recipe for once-only session fixtures).
+    and read the same reports (pytest-xdist's recipe for once-only session fixtures).
     """
     from filelock import FileLock
 
@@ -45,35 +43,24 @@ def certified(tmp_path_factory, worker_id) -> dict[str, dict]:
             if problem:
                 failed.write_text(problem)
                 pytest.fail(problem)
-    spec = specs.load()
     reports = {}
-    for path in out.glob("*/results/*.json"):
-        document = json.loads(path.read_text())
-        reports[document["backend"]["name"]] = build_report([document], spec)
+    for path in out.glob("*/report.json"):
+        report = json.loads(path.read_text())
+        reports[report["backend"]["name"]] = report
     return reports
 
 
 def _certify_seeded(out: Path) -> str | None:
+    """The seeded proof goes through certify itself: one run, every seeded backend, one report each."""
     names = ["reference"] + [f"{SEEDED}:{name}" for name in _import_path(f"{SEEDED}:DEFECTS")]
-    command = [sys.executable, "-m", "pytest", "--pyargs", "conformance.checks"]
-    for name in names:
-        command += ["--conformance-backend", name]
-    command += [
-        "--conformance-profile", "seeded",
-        "--conformance-out", str(out),
-        "-n", "2",
-        "--timeout", str(CHECK_TIMEOUT),
-        "-o", "timeout_func_only=true",  # never interrupt pytest's own reporting (an INTERNALERROR)
-        "--conformance-hard-timeout", str(HARD_TIMEOUT),
-        "-k", "not test_PERF",
-        "--benchmark-disable",
-        "-p", "no:cacheprovider",
-        "-o", "addopts=",
-        "-q",
-    ]
-    env = {**os.environ, "HYPOTHESIS_PROFILE": "ci"}
+    command = [
+        sys.executable, "-m", "conformance", "certify", *names,
+        "--profile", "seeded", "--output", str(out), "--workers", "2", "--skip-perf",
+        "--timeout", str(CHECK_TIMEOUT), "--hard-timeout", str(HARD_TIMEOUT),
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     (out / "session.log").write_text(done.stdout + done.stderr)
     if done.returncode not in (0, 1):
-        return f"the certification session broke (exit {done.returncode}):\n{done.stdout[-4000:]}{done.stderr[-4000:]}"
+        return f"the seeded certification broke (exit {done.returncode}):\n{done.stdout[-4000:]}{done.stderr[-4000:]}"
     return None

@@ -118,9 +118,9 @@ def _bad_inputs(tmp_path: Path, backends: Path) -> dict[str, tuple[list[str], di
             "is a file this run writes",
         ),
         "a manifest claiming an op no spec names": ([f"{backends}:typo"], {}, "'aten.relu.defualt' (did you mean aten.relu.default?)"),
-        "a spec file that is not TOML": (["reference"], {"CONFORMANCE_SPECS": str(broken_specs)}, "profiles.toml: not valid TOML"),
-        "no specs directory": (["reference"], {"CONFORMANCE_SPECS": str(tmp_path / "nowhere")}, "no interface.toml"),
-        "a spec naming an undefined signature": (["reference"], {"CONFORMANCE_SPECS": str(bad_signature)}, "signature 'unray' is not defined (did you mean unary?)"),
+        "a spec file that is not TOML": (["reference", "--specs", str(broken_specs)], {}, "profiles.toml: not valid TOML"),
+        "no specs directory": (["reference", "--specs", str(tmp_path / "nowhere")], {}, "no interface.toml"),
+        "a spec naming an undefined signature": (["reference", "--specs", str(bad_signature)], {}, "signature 'unray' is not defined (did you mean unary?)"),
     }
 
 

@@ -26,7 +26,7 @@ SELECTION = "RT_002 or RT_003 or RT_004 or RT_005 or PERF_002 or PERF_003"
 
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    env.update(HYPOTHESIS_PROFILE="ci", **extra)
+    env.update(extra)
     return env
 
 

@@ -106,7 +106,7 @@ def results_document(state, backend_name: str, records: Iterable[CaseResult]) ->
     except DiscoveryError:
         backend = None  # the run's checks record why; the document still carries them
     config = state.config
-    hypothesis_profile = os.environ.get("HYPOTHESIS_PROFILE") or config.getoption("hypothesis_profile", default=None)
+    hypothesis_profile = config.getoption("hypothesis_profile", default=None)
     results = result_entries(records)
     return {
         "schema": RESULTS_SCHEMA,

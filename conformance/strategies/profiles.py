@@ -4,7 +4,7 @@ ci        deterministic (derandomize), 8 examples per op x dtype: CI and the def
           run (2001 op x dtype pairs in the full profile: 16,000 examples)
 dev       hypothesis' default example count, random, with its example database
 thorough  many examples, for nightly or pre-release certification
-Select with ``--hypothesis-profile NAME`` or ``HYPOTHESIS_PROFILE=NAME``.
+Select with ``--hypothesis-profile NAME`` (hypothesis' own pytest option; certify's too); ``ci`` is loaded by default.
 
 ``register`` also makes every draw independent of what the process has imported. Hypothesis
 6.170 draws, with probability ~5%, a "local constant": one of the literals it scans out of
@@ -20,8 +20,6 @@ the series it was checked against.
 """
 
 from __future__ import annotations
-
-import os
 
 from hypothesis import HealthCheck, Phase, settings
 
@@ -91,4 +89,4 @@ def register() -> None:
     )
     settings.register_profile("dev", max_examples=100, deadline=None, suppress_health_check=_SLOW_DRAWS)
     settings.register_profile("thorough", max_examples=1000, deadline=None, suppress_health_check=_SLOW_DRAWS)
-    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+    settings.load_profile("ci")  # hypothesis' pytest plugin then loads the one --hypothesis-profile names

@@ -8,7 +8,6 @@ release fixes one, its test fails and the README entry must be updated.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal
@@ -29,7 +28,6 @@ from conformance.api import BackendError, Error, EValue  # noqa: E402
 from conformance.checks import _support as support  # noqa: E402
 from conformance.driver import Driver  # noqa: E402
 from conformance.programs import program_for  # noqa: E402
-from conformance.report import build_report  # noqa: E402
 from conformance.results import Category, CheckFailure  # noqa: E402
 from conformance.strategies.case import Call, Tensor  # noqa: E402
 
@@ -327,21 +325,17 @@ def seeded_session(tmp_path_factory):
     out = root / "out"
     seeded = "tests/seeded/torchscript_defects.py:perturbed_demo"
     command = [
-        sys.executable, "-m", "pytest", "--pyargs", "conformance.checks",
-        "--conformance-backend", "torchscript-backend-with-compiler-demo", "--conformance-backend", seeded,
-        "--conformance-profile", "torchscript-seeded", "--conformance-out", str(out),
-        "-n", "0", "--timeout", "120", "-k", "test_NUM_001", "--benchmark-disable",
-        "-p", "no:cacheprovider", "-o", "addopts=", "-q",
+        sys.executable, "-m", "conformance", "certify", "torchscript-backend-with-compiler-demo", seeded,
+        "--profile", "torchscript-seeded", "--specs", str(specs_dir), "--output", str(out),
+        "--workers", "0", "--timeout", "120", "--skip-perf", "-k", "test_NUM_001",
     ]
-    env = {**os.environ, "HYPOTHESIS_PROFILE": "ci", "CONFORMANCE_SPECS": str(specs_dir)}
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
-    specs = spec_module.load(specs_dir)
     reports = {}
-    for path in out.glob("*/results/*.json"):
-        document = json.loads(path.read_text())
-        reports[document["backend"]["name"]] = build_report([document], specs)
-    return reports, env, seeded
+    for path in out.glob("*/report.json"):
+        report = json.loads(path.read_text())
+        reports[report["backend"]["name"]] = report
+    return reports, str(specs_dir), seeded
 
 
 def _num(report) -> dict:
@@ -352,7 +346,7 @@ def _num(report) -> dict:
 def test_seeded_perturbation_is_caught_where_the_real_demo_passes(seeded_session, monkeypatch, capsys):
     from conformance import cli
 
-    reports, env, seeded = seeded_session
+    reports, specs_dir, seeded = seeded_session
     real = _num(reports["torchscript-backend-with-compiler-demo"])
     perturbed = _num(reports["torchscript-demo-perturbed"])
     assert real["category"] == Category.PASS.value, real
@@ -362,9 +356,8 @@ def test_seeded_perturbation_is_caught_where_the_real_demo_passes(seeded_session
     replay_dir = perturbed["replay"].split(" replay ", 1)[1]
     # In-process (`python -m conformance replay DIR --backend NAME` is this call), to spare two torch imports.
     monkeypatch.chdir(ROOT)
-    monkeypatch.setenv("CONFORMANCE_SPECS", env["CONFORMANCE_SPECS"])
     for backend, status in ((seeded, 1), ("torchscript-backend-with-compiler-demo", 0)):
-        code = cli.main(["replay", replay_dir, "--backend", backend])
+        code = cli.main(["replay", replay_dir, "--backend", backend, "--specs", specs_dir])
         out = capsys.readouterr().out
         assert code == status, (backend, out)
         assert ("MISMATCH" in out) == (status == 1), out

@@ -19,7 +19,7 @@ def _certify(tmp_path: Path, backend: str, selection: str) -> dict[str, dict]:
         "--output", str(out), "--workers", "0", "--skip-perf", "-k", selection,
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    env.update(CONFORMANCE_TEST_SLEEP_MS="300", HYPOTHESIS_PROFILE="ci")
+    env.update(CONFORMANCE_TEST_SLEEP_MS="300")
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     (path,) = out.glob("*/report.json")
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]

@@ -88,7 +88,7 @@ def _draws(mode: str, local: Path, *, patched: bool = True) -> dict[str, list[st
     script = DRAW
     if not patched:  # the proof's control: register() without the fix
         script = script.replace("profiles.register()", "profiles.draw_only_global_constants = lambda: None\nprofiles.register()")
-    env = {k: v for k, v in os.environ.items() if k != "HYPOTHESIS_PROFILE"}
+    env = dict(os.environ)
     done = subprocess.run(
         [sys.executable, "-c", script, mode, str(local), json.dumps(CASES), str(EXAMPLES)],
         cwd=local,  # not the repository: hypothesis keeps its cache (.hypothesis/) where it runs
