@@ -48,9 +48,9 @@ def _ensure_chromium(session: nox.Session) -> None:
 
 
 EXTRAS = {"executorch-xnnpack": "executorch", "executorch-portable": "executorch"}
+"""Backends whose runtime comes from an optional extra of this package."""
 SLOW_CHECKS = {"torch-aoti": ["--timeout", "900"]}
 """A NUM check of AOTInductor compiles up to ~10 C++ packages on a cold cache."""
-"""Backends whose runtime comes from an optional extra of this package."""
 REAL_BACKENDS = (
     "executorch-xnnpack",
     "executorch-portable",
@@ -72,7 +72,7 @@ def tests(session: nox.Session) -> None:
     _ensure_chromium(session)
     # loadgroup keeps the tests that share the seeded-backend session in one worker.
     args = session.posargs or ["-n", "auto", "--dist", "loadgroup"]
-    session.run("python", "-m", "pytest", "tests", *args, env={"HYPOTHESIS_PROFILE": "ci"})
+    session.run("python", "-m", "pytest", "tests", "--hypothesis-profile", "ci", *args)
 
 
 @nox.session(python=PYTHON)
@@ -106,7 +106,7 @@ def certify_real(session: nox.Session) -> None:
 def tests_thorough(session: nox.Session) -> None:
     """The reference against eager with the thorough hypothesis profile (hours: a nightly job)."""
     _install(session)
-    session.run("python", "-m", "pytest", "tests/reference", "-n", "auto", env={"HYPOTHESIS_PROFILE": "thorough"})
+    session.run("python", "-m", "pytest", "tests/reference", "-n", "auto", "--hypothesis-profile", "thorough")
 
 
 @nox.session(python=PYTHON)
