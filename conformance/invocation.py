@@ -39,9 +39,13 @@ class Run:
     shard: str | None = None
     timeout: float = 120.0
     hard_timeout: float = 250.0
+    plugins: tuple[str, ...] = ()
+    """The backends' own pytest plugin modules (BackendUnderTest.pytest_plugins)."""
 
     def common(self) -> list[str]:
         args = [*CLOSED_RUN_PLUGINS, "--pyargs", "conformance.checks"]
+        for plugin in self.plugins:
+            args += ["-p", plugin]
         for name in self.backends:
             args += ["--conformance-backend", name]
         args += ["--conformance-profile", self.profile, "--conformance-out", str(self.out), "--conformance-categories"]

@@ -96,6 +96,12 @@ def pytest_addoption(parser):
     )
 
 
+def pytest_addhooks(pluginmanager):
+    from conformance import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 def _active(config) -> bool:
     return bool(config.getoption("conformance_backend", default=None))
 
@@ -133,6 +139,7 @@ class _State:
             from conformance.discovery import load
 
             self.backends[name] = load(name)
+            self.config.hook.pytest_conformance_backend_loaded(config=self.config, backend=self.backends[name])
         return self.backends[name]
 
 

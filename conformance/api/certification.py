@@ -189,6 +189,9 @@ class BackendUnderTest:
     """Whether NUM checks may put several calls of one op in one program (``programs.batch_program``):
     for a backend whose preprocess is slow (a compiler), one preprocess for eight edge cases. The
     verdict of a call whose batched outputs differ is its own, run alone."""
+    pytest_plugins: tuple[str, ...] = ()
+    """Modules of pytest plugins this backend's package ships (hooks of ``conformance.hookspecs``),
+    loaded into certify's otherwise closed run and listed in the report."""
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -201,5 +204,6 @@ class BackendUnderTest:
                 f"got {type(self.runtime).__name__}"
             )
         object.__setattr__(self, "compile_specs", tuple(self.compile_specs))
+        object.__setattr__(self, "pytest_plugins", tuple(self.pytest_plugins))
         if self.family not in FAMILIES:
             raise ValueError(f"BackendUnderTest {self.name!r}: family must be one of {FAMILIES}, got {self.family!r}")

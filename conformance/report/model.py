@@ -113,7 +113,7 @@ def results_document(state, backend_name: str, records: Iterable[CaseResult]) ->
         "harness": {"name": HARNESS_NAME, "version": __version__},
         "spec": spec_section(state.specs, state.profile),
         "backend": backend_info(backend, backend_name) if backend is not None else {"name": backend_name, "version": "unknown"},
-        "environment": environment(),
+        "environment": _environment(config, backend_name),
         "run": {
             "tag": config.getoption("conformance_tag"),
             "hypothesis_profile": hypothesis_profile or "ci",
@@ -125,6 +125,18 @@ def results_document(state, backend_name: str, records: Iterable[CaseResult]) ->
         },
         "results": results,
     }
+
+
+def _environment(config, backend_name: str) -> dict[str, Any]:
+    """``environment()`` and what the backend's own plugin adds (hook pytest_conformance_environment)."""
+    from conformance.transport import clean_text
+
+    env = environment()
+    extra: dict[str, str] = {}
+    config.hook.pytest_conformance_environment(config=config, backend_name=backend_name, environment=extra)
+    if extra:
+        env["backend"] = {clean_text(str(k), 100): clean_text(str(v), 500) for k, v in sorted(extra.items(), key=lambda kv: str(kv[0]))}
+    return env
 
 
 def spec_section(specs, profile) -> dict[str, Any]:
