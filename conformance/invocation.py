@@ -97,6 +97,17 @@ def environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    """``I/N`` (shard I of N, 1-based) as (I, N); a ValueError that says what is wrong otherwise."""
+    try:
+        index, total = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ValueError(f"takes I/N, e.g. 2/4; got {text!r}") from None
+    if not 1 <= index <= total:
+        raise ValueError(f"{text}: I must be between 1 and N")
+    return index, total
+
+
 def split_selection(extra: Sequence[str]) -> tuple[list[str], str | None]:
     """Take the user's -k expression out of ``extra`` so each phase can AND it with its own."""
     rest, expr, i = [], None, 0

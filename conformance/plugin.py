@@ -369,15 +369,12 @@ def _clause_of(item) -> str | None:
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
-    if not text:
-        return None
+    from conformance.invocation import parse_shard
+
     try:
-        index, total = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise pytest.UsageError(f"--conformance-shard takes I/N, e.g. 2/4; got {text!r}") from None
-    if not 1 <= index <= total:
-        raise pytest.UsageError(f"--conformance-shard {text}: I must be between 1 and N")
-    return index, total
+        return parse_shard(text) if text else None
+    except ValueError as exc:
+        raise pytest.UsageError(f"--conformance-shard {exc}") from None
 
 
 def _shard_of(item, total: int) -> int:
