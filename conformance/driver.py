@@ -74,21 +74,10 @@ class Execution:
 
 
 @dataclass
-class Timings:
-    preprocess_ns: int = 0
-    init_ns: int = 0
-    execute_ns: int = 0
-
-    def as_dict(self) -> dict[str, float]:
-        return {k.replace("_ns", "_ms"): v / 1e6 for k, v in vars(self).items()}
-
-
-@dataclass
 class RunResult:
     outputs: list[np.ndarray]
     preprocess_result: PreprocessResult
     events: list = field(default_factory=list)
-    timings: Timings = field(default_factory=Timings)
 
 
 def sentinel_like(template: np.ndarray) -> np.ndarray:
@@ -223,7 +212,7 @@ class Driver:
         self, exported, inputs: Sequence[np.ndarray], expected_like: Sequence[np.ndarray], *, layout: str = "contiguous"
     ) -> RunResult:
         """preprocess -> init -> execute -> destroy; inputs reach the backend in ``layout`` (INPUT_LAYOUTS)."""
-        result, preprocess_ns = self.preprocess(exported)
+        result, _ = self.preprocess(exported)
         loaded = self.init(result)
         try:
             execution = self.execute(loaded, inputs, expected_like, layout=layout)
@@ -233,7 +222,6 @@ class Driver:
             outputs=execution.outputs,
             preprocess_result=result,
             events=execution.events,
-            timings=Timings(preprocess_ns, loaded.init_ns, execution.execute_ns),
         )
 
 
