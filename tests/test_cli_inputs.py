@@ -236,7 +236,7 @@ def test_pytest_speaks_the_harness_categories(tmp_path):
 
 def test_the_printed_replay_command_works_for_a_backend_given_as_a_path(tmp_path):
     """The replay directory is named after a sanitized copy of the backend (not loadable for a
-    ``path.py:attr``); replays/backend.txt keeps what certify was given, and replay loads that."""
+    ``path.py:attr``); the saved example's call.json keeps what certify was given, and replay loads that."""
     backend = f"{ROOT / 'tests' / 'seeded' / 'defects.py'}:relu_nan_is_zero"
     done = run("certify", backend, "--profile", "seeded", "--ops", "aten.relu.default", "-k", "NUM",
                "--workers", "1", "--skip-perf", "--output", str(tmp_path))

@@ -24,7 +24,6 @@ blob) with a command that replays it.
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from pathlib import Path
 
@@ -33,10 +32,11 @@ from hypothesis import HealthCheck, given, reject, seed, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
-from conformance import oracle
+from conformance import case as core
+from conformance import replay
 from conformance.api.tensors import INPUT_LAYOUTS, layout_applies
 from conformance.driver import Driver
-from conformance.programs import HarnessError, batch_program, eager, program_for, split_outputs
+from conformance.programs import HarnessError, batch_program, split_outputs
 from conformance.results import Category, CheckFailure
 from conformance.strategies import calls
 from conformance.strategies.directed import draw_directed, plan
@@ -59,10 +59,10 @@ def pytest_generate_tests(metafunc):
     st_ = state(metafunc.config)
     specs, profile = st_.specs, st_.profile
     params = []
-    for core in profile.ops:
-        spec = specs.ops[core]
+    for core_op in profile.ops:
+        spec = specs.ops[core_op]
         for name in spec.names:
-            for dtype in profile.dtypes.get(core, ()):
+            for dtype in profile.dtypes.get(core_op, ()):
                 params.append((name, dtype))
     metafunc.parametrize(("op", "dtype"), params, ids=[f"{o}-{d}" for o, d in params])
 
@@ -81,22 +81,14 @@ def _replay_dir(config, backend_name: str, op: str, dtype: str) -> Path:
     return replays / safe_name(f"NUM-001-{op}-{dtype}")
 
 
-def _record_backend(replay_dir: Path, backend_name: str) -> None:
-    """replays/backend.txt: the backend as certify was given it (an entry-point name or a
-    ``path.py:attr``), which ``replay`` loads when not told --backend (the directory name is a
-    sanitized copy of it, not loadable for a path)."""
-    marker = replay_dir.parent / REPLAY_BACKEND_FILE
-    if not marker.exists():
-        marker.write_text(backend_name + "\n", encoding="utf-8")
-
-
 class _Case:
-    """Runs drawn calls of one op x dtype through eager, the reference and the backend, and keeps count."""
+    """The bookkeeping of one op x dtype's drawn calls, each run by the case core (conformance.case):
+    counts, refusals by kind, worst statistics, saved examples, batches."""
 
     def __init__(self, backend, spec, op: str, dtype: str, claimed: bool, replay_dir: Path, result, requested: str | None = None):
         self.backend, self.spec, self.op, self.dtype, self.claimed = backend, spec, op, dtype, claimed
         self.replay_dir, self.result = replay_dir, result
-        self.requested = requested or backend.name  # the backend as certify was given it
+        self.requested = requested or backend.name  # the backend as certify was given it (saved with an example)
         self.driver = Driver(backend)
         self.worst: dict = {}
         self.compared = 0
@@ -116,35 +108,36 @@ class _Case:
         where = f"[{label}] " if label else ""
         if layout != "contiguous":
             where = f"[{label}, inputs {layout}] "
-        if expected is None:
-            expected = self._expected(call, where)
-            if expected is None:
-                return None
-        if program is None:
-            program = self._program(call, where, [tuple(e.shape) for e in expected])
-            if program is None:
-                return None
-        started = time.perf_counter()
-        try:
-            ran = self.driver.run(program.exported, program.inputs, expected, layout=layout)
-        except CheckFailure as exc:
-            self._timed(started)
-            if exc.category is Category.NOT_SUPPORTED:
-                # Refused on this draw: count it by kind and go on, so the check still compares
-                # every example the backend takes. A claimed op's undeclared refusal fails it at the end.
-                self._refusal(call, where, exc.message, program, expected)
-                return None
-            _save(self.replay_dir, call, program.inputs, expected, None, None, exc.message, self.requested)
-            raise CheckFailure(exc.category, f"{where}{call.describe()}: {exc.message}", stats=exc.stats, stage=exc.stage) from exc
-        self._timed(started)
-        cmps = self._comparisons(ran.outputs, expected)
-        for i, (cmp, _) in enumerate(cmps):
-            if not cmp.ok:
-                message = f"{where}{call.describe()} output {i}: {cmp.message}"
-                _save(self.replay_dir, call, program.inputs, expected, ran.outputs, ran.preprocess_result.processed_bytes, message, self.requested)
-                raise CheckFailure(Category.MISMATCH, message, stats={**cmp.stats(), "case": label, "layout": layout})
-        self._taken(call, cmps)
-        return expected, program
+        outcome = core.run(self.backend, self.spec, call, expected=expected, program=program, layout=layout)
+        return self._verdict(call, label, layout, where, outcome)
+
+    def _verdict(self, call, label: str, layout: str, where: str, outcome: core.Outcome):
+        """Count the core's outcome of one call; returns (expected outputs, program), None when the
+        example was set aside or refused, or raises the CheckFailure of a failure (its example saved)."""
+        if outcome.ran:
+            self.runs += 1
+            self.seconds += outcome.seconds
+        if outcome.ok:
+            self._taken(call, outcome.comparisons)
+            return outcome.expected, outcome.program
+        if outcome.category is Category.SKIP:
+            self.meta_disagreements.append(outcome.message)
+            return None
+        if outcome.category is Category.NOT_SUPPORTED:
+            # Refused on this draw: count it by kind and go on, so the check still compares
+            # every example the backend takes. A claimed op's undeclared refusal fails it at the end.
+            self._refusal(call, where, outcome.detail, outcome.expected)
+            return None
+        if not outcome.ran:  # the harness's own failure (eager, the reference, the program): nothing to replay
+            raise outcome.failure(where)
+        if outcome.category is Category.MISMATCH:
+            self._save(call, outcome.expected, outcome.outputs, outcome.blob, f"{where}{outcome.message}")
+            raise outcome.failure(where, case=label, layout=layout)
+        self._save(call, outcome.expected, None, None, outcome.detail)
+        raise outcome.failure(where)
+
+    def _save(self, call, expected, actual, blob, message: str) -> None:
+        replay.save(self.replay_dir, call, expected, actual, blob, message, backend=self.requested)
 
     # -- batches: many calls, one preprocess ---------------------------------------------------------
 
@@ -162,10 +155,11 @@ class _Case:
         call's. Returns, per item, what ``run`` returns (the program None: a layout re-run builds it)."""
         prepared, out = [], [None] * len(items)
         for k, (label, call) in enumerate(items):
-            where = f"[{label}] "
-            expected = self._expected(call, where)
-            if expected is not None and self._program(call, where, [tuple(e.shape) for e in expected]) is not None:
-                prepared.append((k, label, call, expected))
+            ready = core.prepare(self.spec, call)
+            if isinstance(ready, core.Outcome):
+                self._verdict(call, label, "contiguous", f"[{label}] ", ready)  # raises, or sets the call aside
+            else:
+                prepared.append((k, label, call, ready.expected))
         if len(prepared) < 2 or not self.compared:
             for k, label, call, expected in prepared:
                 out[k] = self.run(call, label=label, expected=expected)
@@ -188,12 +182,12 @@ class _Case:
         self._timed(started)
         self.batched += len(prepared)
         for (k, label, call, expected), outputs in zip(prepared, split_outputs(batch, ran.outputs)):
-            cmps = self._comparisons(outputs, expected)
-            if all(cmp.ok for cmp, _ in cmps):
-                self._taken(call, cmps)
+            compared = core.compare(self.backend, self.spec, call.op, outputs, expected)
+            if all(c.ok for c in compared):
+                self._taken(call, compared)
                 out[k] = (expected, None)
             else:
-                out[k] = self.run(call, label=label, expected=expected)  # the verdict of the call alone
+                out[k] = self.run(call, label=label, expected=expected)  # the verdict of the call alone, from the core
         return out
 
     def _singles(self, items, prepared, out) -> list:
@@ -205,26 +199,19 @@ class _Case:
         self.runs += 1
         self.seconds += time.perf_counter() - started
 
-    def _comparisons(self, outputs, expected) -> list:
-        out = []
-        for a, e in zip(outputs, expected):
-            tol = oracle.tolerance_for(self.spec, oracle.dtype_name(e.dtype), self.backend.manifest, self.op)
-            out.append((oracle.compare(np.asarray(a), e, tol), tol))
-        return out
-
-    def _taken(self, call, cmps) -> None:
+    def _taken(self, call, compared) -> None:
         """Count an accepted, matching call: by kind, and in the worst statistics."""
         self.compared += 1
         for feature in call.features():
             self.taken[feature] = self.taken.get(feature, 0) + 1
-        for cmp, tol in cmps:
+        for cmp, tol in ((c.comparison, c.tolerance) for c in compared):
             if not self.worst or _magnitude(cmp.max_abs) >= _magnitude(self.worst.get("max_abs", 0)):
                 self.worst.update(cmp.stats())
                 if tol.source != "default":
                     self.worst["tolerance_source"] = tol.source
                     self.worst["tolerance_reason"] = tol.reason
 
-    def _refusal(self, call, where: str, message: str, program, expected) -> None:
+    def _refusal(self, call, where: str, message: str, expected) -> None:
         features = call.features()
         for feature in features or ["other"]:
             self.refusals[feature] = self.refusals.get(feature, 0) + 1
@@ -232,7 +219,7 @@ class _Case:
             self.declared += 1
             return
         if not self.refused:
-            _save(self.replay_dir, call, program.inputs, expected, None, None, message, self.requested)
+            self._save(call, expected, None, None, message)
         self.refused.append(f"{where}{message}")
 
     def refusal_summary(self) -> str:
@@ -257,49 +244,6 @@ class _Case:
     @property
     def first_refusal(self) -> str:
         return self.refused[0] if self.refused else "(declared in the manifest)"
-
-    def _expected(self, call, where: str) -> list[np.ndarray] | None:
-        try:
-            expected_eager = list(eager(call))
-        except Exception as exc:
-            raise CheckFailure(
-                Category.HARNESS_ERROR, f"{where}eager refused the drawn call {call.describe()}: {exc} (fix the op spec's domain)"
-            ) from exc
-        try:
-            expected = _reference(call)
-        except Exception as exc:
-            raise CheckFailure(
-                Category.ORACLE_DISAGREEMENT, f"{where}the reference failed on {call.describe()}: {type(exc).__name__}: {exc}"
-            ) from exc
-        for i, (r, e) in enumerate(zip(expected, expected_eager)):
-            cmp = oracle.compare(r, e, oracle.tolerance_for(self.spec, oracle.dtype_name(e.dtype)))
-            if not cmp.ok:
-                raise CheckFailure(
-                    Category.ORACLE_DISAGREEMENT,
-                    f"{where}reference and eager disagree on {call.describe()} output {i}: {cmp.message}",
-                    stats=cmp.stats(),
-                )
-        return expected
-
-    def _program(self, call, where: str, shapes: list[tuple]):
-        try:
-            program = program_for(call, dynamic=self.spec.dynamic)
-        except HarnessError as exc:
-            raise CheckFailure(Category.HARNESS_ERROR, f"{where}{call.describe()}: {exc}") from exc
-        except Exception as exc:
-            # Eager computes the call but PyTorch's tracing (its meta kernel) refuses it (seen:
-            # linalg_vector_norm's inf norm of an empty tensor): no program, so no test of a backend.
-            self.meta_disagreements.append(f"{call.describe()}: tracing refused a call eager computes: {exc}")
-            return None
-        declared = _declared_shapes(program.exported)
-        if declared is not None and declared != shapes:
-            # PyTorch's own meta kernel disagrees with eager on this call (seen: aten.index.Tensor on
-            # empty operands); no backend can honour both, so the example is not a test of one.
-            self.meta_disagreements.append(
-                f"{call.describe()}: program declares {declared}, eager gives {[list(s) for s in shapes]}"
-            )
-            return None
-        return program
 
 
 def _magnitude(v) -> float:
@@ -457,52 +401,3 @@ def _digest(call) -> str:
     for t in call.tensors():
         h.update(np.ascontiguousarray(t.value).view(np.uint8).tobytes() if t.value.size else b"")
     return h.hexdigest()[:16]
-
-
-def _declared_shapes(exported) -> list[tuple] | None:
-    """The program's output shapes, or None where they are symbolic (an exported dynamic program)."""
-    try:
-        return [tuple(int(d) for d in n.meta["val"].shape) for n in exported.graph.output_node().args[0]]
-    except (TypeError, ValueError, AttributeError, KeyError):
-        return None
-
-
-def _reference(call) -> list[np.ndarray]:
-    """The reference kernel's outputs for ``call``, called directly.
-
-    The same values the reference backend computes for the call's program (its runtime
-    calls this kernel on these arguments; tests/harness/test_programs.py shows the
-    program path bit-identical), without lowering and running a second program per example.
-    """
-    from reference_backend.kernels import KERNELS
-
-    args, kwargs = call.numpy_args()
-    out = KERNELS[call.op](*args, **kwargs)
-    return [np.array(o, order="C", copy=True) for o in (out if isinstance(out, (tuple, list)) else (out,))]  # 0-d stays 0-d
-
-
-REPLAY_BACKEND_FILE = "backend.txt"
-
-
-def _save(directory: Path, call, inputs, expected, actual, blob, message: str, backend_name: str | None = None) -> None:
-    """The failing example as files: call.json + arrays.npz (+ blob.bin), for ``conformance replay``."""
-    directory.mkdir(parents=True, exist_ok=True)
-    if backend_name:
-        _record_backend(directory, backend_name)
-    arrays = {}
-    tensors = call.tensors()
-    for i, t in enumerate(tensors):
-        arrays[f"tensor{i}"] = _storable(t.value)
-    for i, e in enumerate(expected):
-        arrays[f"expected{i}"] = _storable(e)
-    for i, a in enumerate(actual or ()):
-        arrays[f"actual{i}"] = _storable(np.asarray(a))
-    np.savez(directory / "arrays.npz", **arrays)
-    (directory / "call.json").write_text(json.dumps({"call": call.to_json(), "message": message}, indent=1))
-    if blob is not None:
-        (directory / "blob.bin").write_bytes(blob)
-
-
-def _storable(a: np.ndarray) -> np.ndarray:
-    # npz cannot hold ml_dtypes' bfloat16; keep its bits and say so in the name of the dtype.
-    return a.view(np.uint16) if a.dtype.name == "bfloat16" else a

@@ -1,0 +1,243 @@
+"""One numerics case: a drawn ``Call`` through eager, the reference kernel and a backend, compared.
+
+``run`` is the one execution path of a numerics example. The NUM check (its bookkeeping:
+counts, refusals by kind, worst statistics, batches), ``python -m conformance replay`` and
+the ExecuTorch blob fuzzing call it; it keeps no counts and knows nothing of pytest.
+
+1. Expected outputs: PyTorch eager and the reference kernel on the call. Eager refusing the
+   call is HARNESS_ERROR (the op spec's domain is wrong); the reference failing, or disagreeing
+   with eager beyond the op's tolerance, is ORACLE_DISAGREEMENT. A caller that already has
+   expected outputs (a layout re-run, a saved example) passes them and none are computed.
+2. The single-op program (``program_for``). A call PyTorch's own tracing refuses, or shapes
+   unlike eager, is set aside (SKIP): no backend can honour both.
+3. preprocess -> init -> execute -> destroy through the ``Driver``, the inputs in ``layout``;
+   ``blob`` replaces preprocess's processed bytes at init, ``preprocessed`` reuses an earlier
+   preprocess result instead of running preprocess again. A stage's ``CheckFailure`` is the
+   verdict (NOT_SUPPORTED for a clean refusal).
+4. Every output compared with the oracle's layered tolerance
+   (``oracle.tolerance_for(spec, dtype, backend.manifest, op)``); the first that differs is
+   the MISMATCH.
+
+Messages name the call (``Call.describe``) and never a caller's label: a check prefixes its own.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from conformance import oracle
+from conformance.driver import Driver
+from conformance.programs import HarnessError, Program, eager, program_for
+from conformance.results import Category, CheckFailure
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One output's comparison with its expected value, and the tolerance it was held to."""
+
+    index: int
+    comparison: oracle.Comparison
+    tolerance: Any  # conformance.specs.Tolerance
+
+    @property
+    def ok(self) -> bool:
+        return self.comparison.ok
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a case needs before the backend: the expected outputs and the program."""
+
+    expected: tuple[np.ndarray, ...]
+    program: Program
+
+
+@dataclass(frozen=True, eq=False)
+class Outcome:
+    """The verdict of one case, and everything it ran."""
+
+    category: Category
+    """PASS, MISMATCH, a stage's category (NOT_SUPPORTED for a clean refusal), HARNESS_ERROR or
+    ORACLE_DISAGREEMENT before the backend ran, SKIP for a call set aside (see ``prepare``)."""
+    message: str = ""
+    """The verdict naming the call ("" on PASS), without any caller's label."""
+    detail: str = ""
+    """A failed stage's own message (the driver's), or why a call was set aside."""
+    stage: str | None = None
+    """The contract stage that failed (preprocess, init, execute, destroy), if one did."""
+    stats: dict = field(default_factory=dict)
+    """The failure's statistics: the differing output's comparison, or the stage's."""
+    expected: tuple[np.ndarray, ...] | None = None
+    outputs: tuple[np.ndarray, ...] | None = None
+    """What the backend wrote (None unless execute returned)."""
+    comparisons: tuple[Compared, ...] = ()
+    """Every output compared (empty unless execute returned)."""
+    program: Program | None = None
+    preprocessed: Any = None
+    """preprocess's PreprocessResult (or the one passed in), None if preprocess did not return."""
+    blob: bytes | None = None
+    """The processed bytes init was given (preprocess's or the override), None before init."""
+    seconds: float | None = None
+    """Wall time of the backend's stages; None when the backend was not run."""
+
+    @property
+    def ok(self) -> bool:
+        return self.category is Category.PASS
+
+    @property
+    def ran(self) -> bool:
+        """Whether the backend was run (refusals included)."""
+        return self.seconds is not None
+
+    @property
+    def differing(self) -> Compared | None:
+        """The first output that differs, if one does."""
+        return next((c for c in self.comparisons if not c.ok), None)
+
+    def failure(self, prefix: str = "", **stats) -> CheckFailure:
+        """The outcome as the ``CheckFailure`` a check raises (``prefix`` before the message, ``stats`` after its own)."""
+        return CheckFailure(self.category, f"{prefix}{self.message}", stats={**self.stats, **stats}, stage=self.stage)
+
+
+def expected_outputs(spec, call) -> tuple[np.ndarray, ...]:
+    """Eager's outputs, checked against the reference kernel's; the reference's are returned.
+
+    Raises CheckFailure: HARNESS_ERROR when eager refuses the call, ORACLE_DISAGREEMENT when the
+    reference fails or disagrees with eager."""
+    try:
+        expected_eager = list(eager(call))
+    except Exception as exc:
+        raise CheckFailure(
+            Category.HARNESS_ERROR, f"eager refused the drawn call {call.describe()}: {exc} (fix the op spec's domain)"
+        ) from exc
+    try:
+        expected = reference(call)
+    except Exception as exc:
+        raise CheckFailure(
+            Category.ORACLE_DISAGREEMENT, f"the reference failed on {call.describe()}: {type(exc).__name__}: {exc}"
+        ) from exc
+    for i, (r, e) in enumerate(zip(expected, expected_eager)):
+        cmp = oracle.compare(r, e, oracle.tolerance_for(spec, oracle.dtype_name(e.dtype)))
+        if not cmp.ok:
+            raise CheckFailure(
+                Category.ORACLE_DISAGREEMENT,
+                f"reference and eager disagree on {call.describe()} output {i}: {cmp.message}",
+                stats=cmp.stats(),
+            )
+    return tuple(expected)
+
+
+def reference(call) -> list[np.ndarray]:
+    """The reference kernel's outputs for ``call``, called directly.
+
+    The same values the reference backend computes for the call's program (its runtime
+    calls this kernel on these arguments; tests/harness/test_programs.py shows the
+    program path bit-identical), without lowering and running a second program per example.
+    """
+    from reference_backend.kernels import KERNELS
+
+    args, kwargs = call.numpy_args()
+    out = KERNELS[call.op](*args, **kwargs)
+    return [np.array(o, order="C", copy=True) for o in (out if isinstance(out, (tuple, list)) else (out,))]  # 0-d stays 0-d
+
+
+def prepare(spec, call, *, expected=None, program=None) -> Prepared | Outcome:
+    """The expected outputs and the program of ``call`` (those given are kept), or the Outcome
+    that ends the case before the backend: HARNESS_ERROR, ORACLE_DISAGREEMENT, or SKIP for a call
+    set aside (PyTorch's tracing refuses a call eager computes, or declares other output shapes)."""
+    built = program is None
+    try:
+        if expected is None:
+            expected = expected_outputs(spec, call)
+        expected = tuple(expected)
+        if built:
+            program = program_for(call, dynamic=spec.dynamic)
+    except CheckFailure as exc:
+        return Outcome(exc.category, exc.message, stats=exc.stats, expected=expected)
+    except HarnessError as exc:
+        return Outcome(Category.HARNESS_ERROR, f"{call.describe()}: {exc}", detail=str(exc), expected=expected)
+    except Exception as exc:
+        # Eager computes the call but PyTorch's tracing (its meta kernel) refuses it (seen:
+        # linalg_vector_norm's inf norm of an empty tensor): no program, so no test of a backend.
+        reason = f"tracing refused a call eager computes: {exc}"
+        return Outcome(Category.SKIP, f"{call.describe()}: {reason}", detail=reason, expected=expected)
+    if built:
+        declared = declared_shapes(program.exported)
+        shapes = [tuple(e.shape) for e in expected]
+        if declared is not None and declared != shapes:
+            # PyTorch's own meta kernel disagrees with eager on this call (seen: aten.index.Tensor on
+            # empty operands); no backend can honour both, so the example is not a test of one.
+            reason = f"program declares {declared}, eager gives {[list(s) for s in shapes]}"
+            return Outcome(Category.SKIP, f"{call.describe()}: {reason}", detail=reason, expected=expected, program=program)
+    return Prepared(expected, program)
+
+
+def declared_shapes(exported) -> list[tuple] | None:
+    """The program's output shapes, or None where they are symbolic (an exported dynamic program)."""
+    try:
+        return [tuple(int(d) for d in n.meta["val"].shape) for n in exported.graph.output_node().args[0]]
+    except (TypeError, ValueError, AttributeError, KeyError):
+        return None
+
+
+def compare(backend, spec, op: str, outputs, expected) -> tuple[Compared, ...]:
+    """Every output against its expected value, with the oracle's layered tolerance."""
+    out = []
+    for i, (a, e) in enumerate(zip(outputs, expected)):
+        tol = oracle.tolerance_for(spec, oracle.dtype_name(e.dtype), backend.manifest, op)
+        out.append(Compared(i, oracle.compare(np.asarray(a), e, tol), tol))
+    return tuple(out)
+
+
+def run(
+    backend,
+    spec,
+    call,
+    *,
+    expected=None,
+    program: Program | None = None,
+    layout: str = "contiguous",
+    blob: bytes | None = None,
+    preprocessed=None,
+) -> Outcome:
+    """Run ``call`` on ``backend`` and compare (see the module's docstring).
+
+    ``expected`` and ``program``: those of an earlier run of the same call (a layout re-run, a saved
+    example), used instead of computing them. ``layout``: how the inputs reach the backend
+    (INPUT_LAYOUTS). ``blob``: processed bytes given to init instead of preprocess's.
+    ``preprocessed``: an earlier PreprocessResult of ``program``, so preprocess does not run again."""
+    prepared = prepare(spec, call, expected=expected, program=program)
+    if isinstance(prepared, Outcome):
+        return prepared
+    expected, program = prepared.expected, prepared.program
+    driver = Driver(backend)
+    result, given = preprocessed, None
+    started = time.perf_counter()
+    try:
+        if result is None:
+            result, _ = driver.preprocess(program.exported)
+        given = result.processed_bytes if blob is None else blob
+        loaded = driver.init(result, processed_bytes=blob)
+        try:
+            execution = driver.execute(loaded, program.inputs, expected, layout=layout)
+        finally:
+            driver.destroy(loaded)
+    except CheckFailure as exc:
+        return Outcome(
+            exc.category, f"{call.describe()}: {exc.message}", detail=exc.message, stage=exc.stage, stats=exc.stats,
+            expected=expected, program=program, preprocessed=result, blob=given, seconds=time.perf_counter() - started,
+        )  # fmt: skip
+    seconds = time.perf_counter() - started
+    outputs = tuple(execution.outputs)
+    comparisons = compare(backend, spec, call.op, outputs, expected)
+    ran = {"expected": expected, "outputs": outputs, "comparisons": comparisons, "program": program,
+           "preprocessed": result, "blob": given, "seconds": seconds}  # fmt: skip
+    differing = next((c for c in comparisons if not c.ok), None)
+    if differing is None:
+        return Outcome(Category.PASS, **ran)
+    message = f"{call.describe()} output {differing.index}: {differing.comparison.message}"
+    return Outcome(Category.MISMATCH, message, detail=differing.comparison.message, stats=differing.comparison.stats(), **ran)

@@ -1,0 +1,114 @@
+"""The case core (conformance.case) and the replay format (conformance.replay): one call, one verdict,
+whoever runs it; a saved example replays from anywhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from conformance import case, replay
+from conformance import specs as spec_module
+from conformance.discovery import load
+from conformance.results import Category
+from conformance.strategies.case import Call, Tensor
+
+ROOT = Path(__file__).resolve().parents[2]
+SEEDED = ROOT / "tests" / "seeded" / "defects.py"
+
+
+@pytest.fixture(scope="module")
+def relu():
+    call = Call("aten.relu.default", (Tensor(np.array([[np.nan, -1.0, 2.0], [0.5, -0.0, 3.0]], np.float32)),))
+    return call, spec_module.load().op(call.op)
+
+
+def test_the_same_call_passes_on_the_reference_and_mismatches_on_a_seeded_defect(relu):
+    call, spec = relu
+    good = case.run(load("reference"), spec, call)
+    assert good.category is Category.PASS and good.ok and good.ran and good.message == ""
+    assert [c.ok for c in good.comparisons] == [True] and good.blob and good.outputs is not None
+
+    bad = case.run(load(f"{SEEDED}:relu_nan_is_zero"), spec, call)
+    assert bad.category is Category.MISMATCH and bad.stage is None
+    assert bad.message.startswith(f"{call.describe()} output 0: ") and "NaN" in bad.message
+    assert bad.differing is bad.comparisons[0] and bad.stats == bad.comparisons[0].comparison.stats()
+    np.testing.assert_array_equal(bad.expected[0], good.expected[0])
+    failure = bad.failure("[edge] ", case="edge", layout="contiguous")
+    assert failure.message == f"[edge] {bad.message}" and failure.stats["case"] == "edge"
+
+
+def test_an_earlier_runs_expected_program_and_blob_are_reused(relu):
+    call, spec = relu
+    backend = load("reference")
+    first = case.run(backend, spec, call)
+    again = case.run(backend, spec, call, expected=first.expected, program=first.program, preprocessed=first.preprocessed, layout="transposed")
+    assert again.ok and again.program is first.program and again.preprocessed is first.preprocessed
+    broken = case.run(backend, spec, call, expected=first.expected, program=first.program, preprocessed=first.preprocessed, blob=b"not a blob")
+    assert broken.blob == b"not a blob" and broken.stage == "init" and not broken.ok, broken
+    assert broken.message == f"{call.describe()}: {broken.detail}"
+
+
+def test_eager_refusing_the_call_is_a_harness_error_before_the_backend(relu):
+    _, spec = relu
+    call = Call("aten.relu.default", (Tensor(np.zeros((2,), np.float32)), Tensor(np.zeros((2,), np.float32))))
+    outcome = case.run(load("reference"), spec, call)
+    assert outcome.category is Category.HARNESS_ERROR and not outcome.ran
+    assert outcome.message.startswith("eager refused the drawn call aten.relu.default(")
+
+
+def test_save_and_load_keep_bfloat16_and_the_backend_as_given(tmp_path, monkeypatch):
+    x = np.array([1.5, -2.0], ml_dtypes.bfloat16)
+    call = Call("aten.neg.default", (Tensor(x),))
+    monkeypatch.chdir(tmp_path)
+    replay.save(tmp_path / "ex", call, [-x], [x], b"blob", "it differs", backend="backends.py:make")
+    saved = replay.load(tmp_path / "ex")
+    assert saved.format == replay.FORMAT and saved.message == "it differs" and saved.blob == b"blob"
+    assert saved.backend == replay.BackendSource("path", f"{tmp_path / 'backends.py'}:make")
+    assert saved.expected[0].dtype == ml_dtypes.bfloat16 and saved.actual[0].dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(saved.expected[0], -x)
+    np.testing.assert_array_equal(saved.inputs[0], x)
+    replay.save(tmp_path / "ex", call, [-x], None, None, "refused", backend="reference")  # an example saved over another
+    saved = replay.load(tmp_path / "ex")
+    assert saved.blob is None and saved.actual is None and saved.backend == replay.BackendSource("entry point", "reference")
+    assert replay.BackendSource.of("pkg.mod:make") == replay.BackendSource("module", "pkg.mod:make")
+
+
+def test_an_older_example_finds_its_backend_in_backend_txt(tmp_path):
+    call = Call("aten.neg.default", (Tensor(np.array([1.0], np.float32)),))
+    example = tmp_path / "out" / "my_backend" / "replays" / "NUM-001-aten.neg.default-float32"
+    replay.save(example, call, [np.array([-1.0], np.float32)], message="old")
+    document = json.loads((example / "call.json").read_text())
+    (example / "call.json").write_text(json.dumps({"call": document["call"], "message": document["message"]}))  # the old layout
+    assert replay.load(example).backend == replay.BackendSource("directory name", "my_backend")
+    (example.parent / replay.LEGACY_BACKEND_FILE).write_text("/abs/backends.py:make\n")
+    saved = replay.load(example)
+    assert saved.backend.name == "/abs/backends.py:make" and saved.format == 1
+    with pytest.raises(replay.NoSavedExample, match="holds no saved example"):
+        replay.load(tmp_path)
+
+
+def test_an_example_certify_saved_for_a_relative_path_backend_replays_from_another_directory(tmp_path):
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    certify = [sys.executable, "-m", "conformance", "certify", "tests/seeded/defects.py:relu_nan_is_zero", "--profile", "seeded",
+               "--ops", "aten.relu.default", "--dtypes", "float32", "-k", "NUM", "--workers", "0", "--skip-perf", "--output", str(out)]  # fmt: skip
+    done = subprocess.run(certify, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    report = json.loads(next(out.glob("*/report.json")).read_text())
+    (num,) = [r for r in report["results"] if r["clause"] == "NUM-001"]
+    assert num["category"] == "MISMATCH" and num["replay"].startswith("python -m conformance replay ")
+    directory = Path(num["replay"].split(" replay ", 1)[1])
+    saved = json.loads((directory / "call.json").read_text())
+    assert saved["format"] == replay.FORMAT and saved["backend"] == {"kind": "path", "value": f"{SEEDED}:relu_nan_is_zero"}
+
+    again = subprocess.run([sys.executable, "-m", "conformance", "replay", str(directory)], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 1, again.stdout[-2000:] + again.stderr[-2000:]
+    assert "backend: seeded-relu-nan-is-zero" in again.stdout and "output 0: MISMATCH" in again.stdout and "NaN" in again.stdout
