@@ -2,10 +2,13 @@
 
 RT-011 runs all its mutations in one worker; the first one that kills the
 process ends the check as CRASH and the others are never seen. This tool runs
-the same kind of mutation (1-8 random bytes of the runnable contract program's
-blob) each in a forked child, so a crash costs one line, and tabulates what
-happened: refused by init, refused by execute, accepted, or the signal that
-killed the child and the last line the child wrote to stderr.
+the same kind of mutation (1-8 random bytes of the blob preprocess made for a
+numerics case: a convolution, else an addmm, else an add, whichever the backend
+takes first) each in a forked child, so a crash costs one line, and tabulates
+what happened: refused by init, refused by execute, accepted (with outputs that
+match the reference or not), or the signal that killed the child and the last
+line the child wrote to stderr. Each child runs the case through the case core
+(conformance.case.run) with the mutated blob in place of preprocess's.
 
     python -m backend_adapters.executorch_blobfuzz xnnpack [N] [SEED]
     python -m backend_adapters.executorch_blobfuzz portable [N] [SEED]
@@ -25,28 +28,74 @@ import numpy as np
 
 OUTCOMES = {
     0: "accepted, executed",
+    1: "accepted, executed, outputs differ from the reference",
     10: "refused by init (BackendError)",
     11: "init failed without BackendError",
     20: "refused by execute (BackendError)",
     21: "execute failed without BackendError",
+    30: "destroy failed",
 }
+
+
+def _exit_code(outcome) -> int:
+    """The child's exit code for the core's outcome (OUTCOMES)."""
+    from conformance.results import Category
+
+    if outcome.category is Category.PASS:
+        return 0
+    if outcome.category is Category.MISMATCH:
+        return 1
+    if outcome.stage == "init":
+        return 10 if outcome.category is Category.INIT_FAIL else 11
+    if outcome.stage == "execute":
+        return 20 if outcome.category is Category.EXECUTE_FAIL else 21
+    if outcome.stage == "destroy":
+        return 30
+    return 99
+
+
+def cases():
+    """The candidate calls, in the order tried: the first the backend preprocesses is fuzzed."""
+    from conformance.strategies.case import Call, Tensor
+
+    rng = np.random.default_rng(0)
+
+    def values(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    conv = Call(
+        "aten.convolution.default",
+        (Tensor(values(1, 3, 8, 8)), Tensor(values(4, 3, 3, 3), "parameter"), Tensor(values(4), "parameter"),
+         [1, 1], [1, 1], [1, 1], False, [0, 0], 1),
+    )  # fmt: skip
+    addmm = Call("aten.addmm.default", (Tensor(values(4), "parameter"), Tensor(values(2, 8)), Tensor(values(8, 4), "parameter")))
+    add = Call("aten.add.Tensor", (Tensor(values(2, 3)), Tensor(values(2, 3))))
+    return [conv, addmm, add]
 
 
 def run(which: str, count: int = 60, seed: int = 0, out=sys.stdout) -> collections.Counter:
     from backend_adapters import executorch
-    from conformance.checks import _support as support
-    from conformance.driver import Driver
-    from conformance.results import Category, CheckFailure
+    from conformance import case
+    from conformance import specs as spec_module
+    from conformance.results import Category
 
     backend = getattr(executorch, which)()
-    program = support.runnable(backend)
-    driver = Driver(backend)
-    result, _ = driver.preprocess(program.fresh())
-    expected = list(support.expected_for(program.name))
-    blob = result.processed_bytes
-    print(f"{backend.name}: contract program {program.name}, blob of {len(blob)} bytes, {count} mutations, seed {seed}", file=out)
-    rng = np.random.default_rng(seed)
+    specs = spec_module.load()
     tally: collections.Counter = collections.Counter()
+    for call in cases():
+        spec = specs.op(call.op)
+        first = case.run(backend, spec, call)
+        if first.category is not Category.NOT_SUPPORTED:
+            break
+    if first.preprocessed is None:
+        print(f"{backend.name}: no case to fuzz: {first.category.value}: {first.message}", file=out)
+        return tally
+    blob = first.preprocessed.processed_bytes
+    print(
+        f"{backend.name}: {call.describe()} ({first.category.value} unmutated), blob of {len(blob)} bytes, {count} mutations, seed {seed}",
+        file=out,
+    )
+    rng = np.random.default_rng(seed)
     examples: dict[str, list[int]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(count):
@@ -60,19 +109,17 @@ def run(which: str, count: int = 60, seed: int = 0, out=sys.stdout) -> collectio
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:  # child: its stderr goes to a file, its exit code says what happened
-                fd = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-                os.dup2(fd, 2)
-                code = 0
+                code = 98
                 try:
-                    loaded = driver.init(result, processed_bytes=bytes(data))
-                except CheckFailure as exc:
-                    code = 10 if exc.category is Category.INIT_FAIL else 11
-                else:
-                    try:
-                        driver.execute(loaded, program.inputs, expected)
-                    except CheckFailure as exc:
-                        code = 20 if exc.category is Category.EXECUTE_FAIL else 21
-                os._exit(code)
+                    fd = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                    os.dup2(fd, 2)
+                    outcome = case.run(
+                        backend, spec, call,
+                        expected=first.expected, program=first.program, preprocessed=first.preprocessed, blob=bytes(data),
+                    )  # fmt: skip
+                    code = _exit_code(outcome)
+                finally:
+                    os._exit(code)
             _, status = os.waitpid(pid, 0)
             if os.WIFSIGNALED(status):
                 with open(err, errors="replace") as f:
@@ -97,7 +144,7 @@ def main(argv: list[str]) -> int:
     count = int(argv[1]) if len(argv) > 1 else 60
     seed = int(argv[2]) if len(argv) > 2 else 0
     tally = run(argv[0], count, seed)
-    return 1 if any(key.startswith(("killed", "init failed without", "execute failed without")) for key in tally) else 0
+    return 1 if any(key.startswith(("killed", "init failed without", "execute failed without", "destroy failed", "exit ")) for key in tally) else 0
 
 
 if __name__ == "__main__":
