@@ -201,6 +201,7 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
     run = invocation.Run(
         backends=tuple(names), profile=profile.name, profile_file=definition, out=out, hypothesis_profile=ns.hypothesis_profile,
         specs_dir=Path(ns.specs) if ns.specs else None, shard=ns.shard, timeout=ns.timeout, hard_timeout=hard,
+        plugins=tuple(dict.fromkeys(p for b in backends for p in b.pytest_plugins)),
     )
     env = invocation.environment()
     started = time.perf_counter()
@@ -308,14 +309,14 @@ def _say(outcome) -> None:
 
 
 def _shard_tag(text: str | None) -> str:
+    from conformance.invocation import parse_shard
+
     if not text:
         return ""
     try:
-        index, total = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise UsageError(f"--shard takes I/N, e.g. 1/4; got {text!r}") from None
-    if not 1 <= index <= total:
-        raise UsageError(f"--shard {text}: I must be between 1 and N")
+        index, total = parse_shard(text)
+    except ValueError as exc:
+        raise UsageError(f"--shard {exc}") from None
     return f"-shard-{index}-of-{total}"
 
 
@@ -446,43 +447,14 @@ def report_command(ns: argparse.Namespace) -> int:
 
 def replay(ns: argparse.Namespace) -> int:
     """Re-run a saved failing example through the backend and show the comparison."""
-    import numpy as np
+    from conformance import replay as replays
 
-    from conformance import oracle
-    from conformance import specs as spec_module
-    from conformance.driver import Driver
-    from conformance.programs import program_for
-    from conformance.results import CheckFailure
-    from conformance.strategies.case import Call
-
-    directory = Path(ns.directory)
     try:
-        saved = json.loads((directory / "call.json").read_text())
-        arrays = dict(np.load(directory / "arrays.npz"))
-    except FileNotFoundError as exc:
-        raise UsageError(f"{directory} holds no saved example ({exc.filename} missing)") from None
-    call = Call.from_json(saved["call"], arrays)
-    from conformance.checks.test_numerics import REPLAY_BACKEND_FILE
-
-    recorded = directory.parent / REPLAY_BACKEND_FILE
-    name = ns.backend or (recorded.read_text(encoding="utf-8").strip() if recorded.is_file() else directory.parent.parent.name)
-    backend = _backend_or_exit(name)
-    spec = spec_module.load().op(call.op)
-    print(f"backend: {backend.name}\ncall:    {call.describe()}\nsaved:   {saved['message']}")
-    program = program_for(call, dynamic=spec.dynamic)
-    expected = [arrays[k] for k in sorted(arrays) if k.startswith("expected")]
-    expected = [e.view("bfloat16") if e.dtype == np.uint16 and call.tensors() and call.tensors()[0].dtype == "bfloat16" else e for e in expected]
-    try:
-        ran = Driver(backend).run(program.exported, program.inputs, expected)
-    except CheckFailure as exc:
-        print(f"now:     {exc.category.value}: {exc.message}")
-        return EXIT_NOT_CERTIFIED
-    failed = False
-    for i, (a, e) in enumerate(zip(ran.outputs, expected)):
-        cmp = oracle.compare(np.asarray(a), e, oracle.tolerance_for(spec, oracle.dtype_name(e.dtype), backend.manifest, call.op))
-        print(f"output {i}: {'ok' if cmp.ok else 'MISMATCH'}: {cmp.message} (max abs {cmp.max_abs:g}, max ulp {cmp.max_ulp:g})")
-        failed |= not cmp.ok
-    return EXIT_NOT_CERTIFIED if failed else EXIT_OK
+        saved = replays.load(Path(ns.directory))
+    except replays.NoSavedExample as exc:
+        raise UsageError(str(exc)) from None
+    backend = _backend_or_exit(ns.backend or saved.backend.name)
+    return EXIT_OK if replays.rerun(saved, backend) else EXIT_NOT_CERTIFIED
 
 
 def diff_command(ns: argparse.Namespace) -> int:
