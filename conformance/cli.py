@@ -72,8 +72,8 @@ def resolve_profile(ns: argparse.Namespace, backend, specs):
 
     value = ns.profile or backend.profile
     try:
-        base = specs.profile(backend.profile) if backend.profile in specs.profiles else specs.profile("full")
         if value == spec_module.CLAIMED:
+            base = specs.profile(backend.profile if backend.profile in specs.profiles else "full")
             profile = spec_module.claimed_profile(specs, backend.manifest.ops, base)
             if not profile.ops:
                 raise UsageError(f"--profile claimed: the manifest of {backend.name!r} claims no op the spec names")
@@ -101,8 +101,8 @@ def resolve_profile(ns: argparse.Namespace, backend, specs):
         dtypes = [d.strip() for part in (ns.dtypes or []) for d in part.split(",") if d.strip()]
         if ops or dtypes:
             profile = spec_module.narrowed(profile, specs, ops, dtypes)
-    except spec_module.SpecError as exc:
-        raise UsageError(str(exc)) from None
+    except (spec_module.SpecError, KeyError) as exc:  # KeyError: claimed, and the spec has no base profile
+        raise UsageError(str(exc).strip("'\"")) from None
     return profile
 
 

@@ -303,6 +303,14 @@ signature = "binary"
 dtypes = ["float32"]
 params = { max_rank = 0, mixed_dtypes = false }
 attrs = { alpha = [1] }
+
+# Named so the demo's claims (add and sub) are ops of this spec: certify checks a manifest's claims first.
+[[op]]
+name = "aten.sub.Tensor"
+signature = "binary"
+dtypes = ["float32"]
+params = { max_rank = 0, mixed_dtypes = false }
+attrs = { alpha = [1] }
 """
 
 _SEEDED_PROFILE = """\
