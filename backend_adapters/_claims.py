@@ -49,7 +49,6 @@ file's own.
 from __future__ import annotations
 
 import functools
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -59,6 +58,7 @@ from typing import Any
 
 from conformance.api import BlobVersionField, Manifest, ToleranceLoosening
 from conformance.api.certification import ALL_DTYPES
+from conformance.specs import expect_field, read_toml
 
 CLAIMS_PACKAGE = "backend_adapters"
 CLAIMS_DIR = "claims"
@@ -276,24 +276,11 @@ def _dtypes(where: str, entry: Mapping[str, Any]) -> tuple[str, ...] | str:
 
 
 def _read(path: Path) -> dict:
-    try:
-        return tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ClaimsError(f"{path}: missing (known: {', '.join(backends(path.parent))})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ClaimsError(f"{path}: not valid TOML: {exc}") from None
+    return read_toml(path, error=ClaimsError, missing=f" (known: {', '.join(backends(path.parent))})")
 
 
 def _expect(where: str, data: Mapping, key: str, kind: type | tuple, default: Any = ...) -> Any:
-    if key not in data:
-        if default is ...:
-            raise ClaimsError(f"{where}: missing field {key!r}")
-        return default
-    value = data[key]
-    if not isinstance(value, kind):
-        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise ClaimsError(f"{where}: field {key!r} must be {names}, got {type(value).__name__} {value!r}")
-    return value
+    return expect_field(where, data, key, kind, default, error=ClaimsError)
 
 
 def _strings(where: str, data: Mapping, key: str, default: Any = ...) -> tuple[str, ...]:

@@ -234,25 +234,31 @@ def load(root: str | Path | None = None) -> Specs:
     )
 
 
-def _read(path: Path) -> dict:
+def read_toml(path: Path, *, error: type[Exception] = SpecError, missing: str = "") -> dict:
+    """A TOML file of records; ``error`` (naming the file) when it is missing or not TOML."""
     try:
         return tomllib.loads(path.read_text())
     except FileNotFoundError:
-        raise SpecError(f"{path}: missing") from None
+        raise error(f"{path}: missing{missing}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: not valid TOML: {exc}") from None
+        raise error(f"{path}: not valid TOML: {exc}") from None
 
 
-def _expect(where: str, data: Mapping, key: str, kind: type | tuple, default: Any = ...) -> Any:
+def expect_field(where: str, data: Mapping, key: str, kind: type | tuple, default: Any = ..., *, error: type[Exception] = SpecError) -> Any:
+    """``data[key]`` of type ``kind`` (``default`` when absent, if given); ``error`` naming ``where`` and the field otherwise."""
     if key not in data:
         if default is ...:
-            raise SpecError(f"{where}: missing field {key!r}")
+            raise error(f"{where}: missing field {key!r}")
         return default
     value = data[key]
     if not isinstance(value, kind):
         names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise SpecError(f"{where}: field {key!r} must be {names}, got {type(value).__name__} {value!r}")
+        raise error(f"{where}: field {key!r} must be {names}, got {type(value).__name__} {value!r}")
     return value
+
+
+_read = read_toml
+_expect = expect_field
 
 
 def _no_extra(where: str, data: Mapping, allowed: set[str]) -> None:
