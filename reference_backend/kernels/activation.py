@@ -12,6 +12,7 @@ ExecuTorch's Edge dialect keeps them for delegates, so they are computed directl
 
 from __future__ import annotations
 
+import functools
 import math
 
 import ml_dtypes
@@ -195,11 +196,13 @@ def gelu(self, *, approximate="none"):
         limit = float(np.finfo(c.dtype).max)
 
         def exact(x):
-            # Eager's vectorized loop forms x * (1 + erf(x / sqrt 2)) before halving it, in the compute
-            # type: past half the type's largest value that overflows to inf (gelu(3.4e38) is inf in a
-            # float32 tensor of 16 elements). Its scalar tail halves first; the reference follows the
-            # vectorized loop, which computes all but the last few elements of a tensor.
-            if c.dtype == np.float64:  # measured: eager's float64 gelu(1.8e308) is finite
+            # Eager's vectorized loop on an AVX-512 CPU forms x * (1 + erf(x / sqrt 2)) before halving
+            # it, in the compute type: past half the type's largest value that overflows to inf
+            # (gelu(3.4e38) is inf in a float32 tensor of 16 elements, measured on an Intel Xeon). On an
+            # AVX2 CPU (measured on an AMD EPYC, 2026-11-25) and in its scalar tail it halves first and
+            # stays finite. The reference follows the vectorized loop of the CPU it runs on, as eager
+            # there does: what PyTorch computes at the top of the range depends on the machine.
+            if c.dtype == np.float64 or not _eager_gelu_overflows():  # eager's float64 gelu(1.8e308) is finite
                 return x * 0.5 * (1 + erf64(x * math.sqrt(0.5)))
             y = x * (1 + erf64(x * math.sqrt(0.5)))
             return np.where(np.abs(y) > limit, np.copysign(np.inf, y), y) * 0.5
@@ -214,6 +217,17 @@ def gelu(self, *, approximate="none"):
     )
 
 
+
+
+@functools.cache
+def _eager_gelu_overflows() -> bool:
+    """Whether eager's vectorized float gelu on this CPU overflows past half the largest value
+    (ATen's AVX-512 kernels: see gelu). Without torch, the AVX-512 behaviour."""
+    try:
+        import torch
+    except ImportError:
+        return True
+    return torch.backends.cpu.get_cpu_capability().startswith("AVX512")
 
 
 @kernel("aten.silu.default")
