@@ -56,7 +56,7 @@ def _exit_code(outcome) -> int:
 
 def cases():
     """The candidate calls, in the order tried: the first the backend preprocesses is fuzzed."""
-    from conformance.strategies.case import Call, Tensor
+    from conformance.call import Call, Tensor
 
     rng = np.random.default_rng(0)
 

@@ -35,7 +35,7 @@ from conformance import __version__
 from conformance.api.ops import op_name
 from conformance.api.scalar_type import torch_dtype
 from conformance.api.tensors import to_torch
-from conformance.strategies.case import Call, Tensor
+from conformance.call import Call, Tensor
 
 PROGRAM_FORMAT = 4
 """Bump when the way programs are built changes, to invalidate disk caches.

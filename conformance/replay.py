@@ -29,7 +29,7 @@ from typing import TextIO
 import ml_dtypes
 import numpy as np
 
-from conformance.strategies.case import Call
+from conformance.call import Call
 
 FORMAT = 2
 CALL_FILE, ARRAYS_FILE, BLOB_FILE = "call.json", "arrays.npz", "blob.bin"

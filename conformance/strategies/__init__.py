@@ -16,7 +16,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from .case import Call, Tensor
+from conformance.call import Call, Tensor
 
 SignatureFn = Callable[..., Call]
 SIGNATURES: dict[str, SignatureFn] = {}

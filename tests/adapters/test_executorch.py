@@ -347,7 +347,7 @@ def _program_dynamic():
 
 def _batch_calls(kind: str) -> list:
     """Eight calls of one op that XNNPACK takes (real-world and small shapes, ranks 1 to 4)."""
-    from conformance.strategies.case import Call, Tensor
+    from conformance.call import Call, Tensor
 
     rng = np.random.default_rng(11)
 
@@ -492,7 +492,7 @@ def test_disk_cache_concurrent_writers_never_show_a_partial_entry(tmp_path):
 
 
 def _relu_call(shape=(2, 3, 4)):
-    from conformance.strategies.case import Call, Tensor
+    from conformance.call import Call, Tensor
 
     return Call("aten.relu.default", (Tensor(np.linspace(-1, 1, int(np.prod(shape)), dtype=np.float32).reshape(shape)),))
 
@@ -553,8 +553,8 @@ def test_a_crashing_lowering_is_kept_and_raised_again_as_it_was(xnnpack, fresh_l
     deterministic as a lowering (same program, ExecuTorch, torch: same key), so a warm run raises it
     again from disk, same type name and message, without lowering (issue 11's warm re-run)."""
     from backend_adapters import executorch_lowering as lowering
+    from conformance.call import Call, Tensor
     from conformance.programs import build_program
-    from conformance.strategies.case import Call, Tensor
 
     def prelu():  # the real-world shape the executorch-xnnpack report fails on
         x = np.linspace(-1, 1, 2 * 16 * 64, dtype=np.float32).reshape(2, 16, 64)

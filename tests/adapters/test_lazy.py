@@ -15,13 +15,13 @@ torch = pytest.importorskip("torch")
 from backend_adapters import _claims, _exported, lazy  # noqa: E402
 from conformance import specs as spec_module  # noqa: E402
 from conformance.api import BackendError, Error, EValue  # noqa: E402
+from conformance.call import Call, Tensor  # noqa: E402
 from conformance.checks import _support as support  # noqa: E402
 from conformance.checks import test_lazy as checks  # noqa: E402
 from conformance.driver import Driver  # noqa: E402
 from conformance.plugin import ResultRecorder  # noqa: E402
 from conformance.programs import program_for  # noqa: E402
 from conformance.results import Category, CheckFailure  # noqa: E402
-from conformance.strategies.case import Call, Tensor  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -25,11 +25,11 @@ from backend_adapters import torchscript as ts  # noqa: E402
 from backend_adapters import torchscript_codegen as codegen  # noqa: E402
 from conformance import specs as spec_module  # noqa: E402
 from conformance.api import BackendError, Error, EValue  # noqa: E402
+from conformance.call import Call, Tensor  # noqa: E402
 from conformance.checks import _support as support  # noqa: E402
 from conformance.driver import Driver  # noqa: E402
 from conformance.programs import program_for  # noqa: E402
 from conformance.results import Category, CheckFailure  # noqa: E402
-from conformance.strategies.case import Call, Tensor  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.filterwarnings("ignore:Only the first elements")

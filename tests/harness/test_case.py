@@ -15,9 +15,9 @@ import pytest
 
 from conformance import case, replay
 from conformance import specs as spec_module
+from conformance.call import Call, Tensor
 from conformance.discovery import load
 from conformance.results import Category
-from conformance.strategies.case import Call, Tensor
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDED = ROOT / "tests" / "seeded" / "defects.py"

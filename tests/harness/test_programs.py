@@ -25,12 +25,12 @@ from torch.export.graph_signature import InputKind
 from conformance import specs
 from conformance.api import BackendError
 from conformance.api.ops import op_name
+from conformance.call import Call, Tensor
 from conformance.checks import _support as support
 from conformance.driver import Driver
 from conformance.programs import HarnessError, ProgramCache, batch_program, build_program, program_for, split_outputs
 from conformance.results import CheckFailure
 from conformance.strategies import calls
-from conformance.strategies.case import Call, Tensor
 from conformance.strategies.directed import draw_directed, plan
 from reference_backend import ReferenceBackend
 

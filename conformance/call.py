@@ -1,8 +1,10 @@
-"""A drawn operator call: the op, its arguments, and the tensors in them.
+"""A drawn operator call: the op, its arguments, and the tensors in them: the core record of a
+numerics case.
 
-The same ``Call`` feeds the kernel-level test (reference kernel vs torch eager),
-the program builder (an nn.Module that makes exactly this call, exported once
-per structure) and the reports (``describe`` and ``replay_source``).
+The strategies (conformance.strategies) draw it; the same ``Call`` feeds the reference kernel
+and torch eager, the program builder (``conformance.programs.program_for`` builds the single-op
+program that makes exactly this call), the case core (``conformance.case``), the replay format
+(``to_json``/``from_json``, conformance.replay) and the reports (``describe``).
 """
 
 from __future__ import annotations
