@@ -200,7 +200,7 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
         raise UsageError(f"--hard-timeout ({hard:g} s) must exceed --timeout ({ns.timeout:g} s): the watchdog kills what the timeout could not stop")
     run = invocation.Run(
         backends=tuple(names), profile=profile.name, profile_file=definition, out=out, hypothesis_profile=ns.hypothesis_profile,
-        specs_dir=Path(ns.specs) if ns.specs else None, shard=ns.shard, timeout=ns.timeout, hard_timeout=hard,
+        specs_dir=Path(ns.specs) if ns.specs else None, cache=ns.cache_dir, shard=ns.shard, timeout=ns.timeout, hard_timeout=hard,
         plugins=tuple(dict.fromkeys(p for b in backends for p in b.pytest_plugins)),
     )
     env = invocation.environment()
@@ -589,6 +589,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per check before TIMEOUT")
     c.add_argument("--hard-timeout", type=float, default=None, help="seconds after which a check's process is killed (default 2 x --timeout + 10)")
     c.add_argument("--skip-perf", action="store_true", help="skip the performance session")
+    c.add_argument("--cache-dir", default=None, metavar="DIR",
+                   help="where programs, lowerings and compiled packages are cached on disk, or 'off' "
+                   "(default: $XDG_CACHE_HOME/torch-backend-conformance)")
     c.add_argument("--budget", type=float, default=DEFAULT_BUDGET, help=f"seconds the whole run may take; checks left then are recorded not run (default {DEFAULT_BUDGET})")
     c.add_argument("--shard", default=None, metavar="I/N", help="run shard I of N; merge shards with `merge`")
     c.add_argument("--baseline", default=None, help="report.json of a previous run: exit non-zero only on new failures or regressions")

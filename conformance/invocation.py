@@ -36,6 +36,8 @@ class Run:
     hypothesis_profile: str = "ci"
     specs_dir: Path | None = None
     """Another spec of record than the installed one (conformance.specs.load)."""
+    cache: str | None = None
+    """The disk cache directory, or 'off' (conformance.programs.use_cache_dir)."""
     shard: str | None = None
     timeout: float = 120.0
     hard_timeout: float = 250.0
@@ -53,6 +55,8 @@ class Run:
             args += ["--conformance-profile-file", str(self.profile_file)]
         if self.specs_dir is not None:
             args += ["--conformance-specs", str(self.specs_dir)]
+        if self.cache is not None:
+            args += ["--conformance-cache", self.cache]
         if self.shard:
             args += ["--conformance-shard", self.shard]
         args += ["--hypothesis-profile", self.hypothesis_profile]

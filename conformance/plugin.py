@@ -72,6 +72,9 @@ def pytest_addoption(parser):
     group.addoption("--conformance-out", default=None, help="directory for per-backend results documents")
     group.addoption("--conformance-specs", default=None, metavar="DIR",
                     help="the spec of record to certify against instead of the installed one (a specs/ directory)")
+    group.addoption("--conformance-cache", default=None, metavar="DIR",
+                    help="where programs, lowerings and compiled packages are cached on disk ('off': memory only; "
+                    "default: $XDG_CACHE_HOME/torch-backend-conformance)")
     group.addoption("--conformance-run-dir", default=None, metavar="DIR",
                     help="where the processes running checks leave their markers and traces (the supervisor reads them; default: a new temporary directory)")
     group.addoption("--conformance-tag", default="run", help="name of this run's results file (results/<tag>.json)")
@@ -172,6 +175,11 @@ def pytest_configure(config):
     from conformance import specs
 
     specs.use(config.getoption("conformance_specs"))
+    cache = config.getoption("conformance_cache")
+    if cache is not None:
+        from conformance import programs
+
+        programs.use_cache_dir(None if cache == "off" else cache, disk=cache != "off")
     st = _State(config)
     config.stash[STASH_STATE] = st
     config.pluginmanager.register(_Collector(st), "conformance-collector")

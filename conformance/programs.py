@@ -200,10 +200,23 @@ def input_shapes_fit(program, shapes: Sequence[tuple[int, ...]]) -> bool:
 # The cache
 
 
+_CACHE_ROOT: list[Path | None] = []
+"""The cache directory this process was told to use (``use_cache_dir``); [None]: no disk cache."""
+
+
+def use_cache_dir(path: str | Path | None, *, disk: bool = True) -> None:
+    """Where this process keeps programs, lowerings and compiled packages on disk (certify's
+    ``--cache-dir``, the plugin's ``--conformance-cache``); ``disk=False``: nowhere (memory only)."""
+    global _DEFAULT_CACHE
+    _CACHE_ROOT[:] = [Path(path)] if path is not None else ([] if disk else [None])
+    _DEFAULT_CACHE = None
+
+
 def cache_dir() -> Path:
-    root = os.environ.get("CONFORMANCE_CACHE")
-    if root:
-        return Path(root)
+    """The cache directory: the one chosen with ``use_cache_dir``, else $XDG_CACHE_HOME (or
+    ~/.cache) / torch-backend-conformance."""
+    if _CACHE_ROOT and _CACHE_ROOT[0] is not None:
+        return _CACHE_ROOT[0]
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "torch-backend-conformance"
 
@@ -321,7 +334,7 @@ _DEFAULT_CACHE: ProgramCache | None = None
 def default_cache() -> ProgramCache:
     global _DEFAULT_CACHE
     if _DEFAULT_CACHE is None:
-        _DEFAULT_CACHE = ProgramCache(use_disk=os.environ.get("CONFORMANCE_NO_DISK_CACHE") != "1")
+        _DEFAULT_CACHE = ProgramCache(use_disk=_CACHE_ROOT != [None])
     return _DEFAULT_CACHE
 
 

@@ -503,14 +503,17 @@ def fresh_lowering(monkeypatch, tmp_path):
     from backend_adapters import executorch_lowering as lowering
 
     monkeypatch.delenv("CONFORMANCE_NO_LOWERING_CACHE", raising=False)
-    monkeypatch.setenv("CONFORMANCE_CACHE", str(tmp_path))
+    from conformance import programs
+
+    programs.use_cache_dir(tmp_path)
 
     def restart():
         monkeypatch.setattr(lowering, "_XNNPACK_CACHE", lowering._Cache())
         monkeypatch.setattr(lowering, "_PORTABLE_CACHE", lowering._Cache())
 
     restart()
-    return restart
+    yield restart
+    programs.use_cache_dir(None)
 
 
 def test_disk_cache_serves_num_programs_to_a_new_process(xnnpack, portable, fresh_lowering, tmp_path, monkeypatch):
@@ -621,8 +624,10 @@ from backend_adapters import executorch_lowering as lowering
 from backend_adapters.executorch import xnnpack
 from conformance.driver import Driver
 from conformance.programs import build_program
+from conformance.programs import use_cache_dir
 from tests.adapters.test_executorch import _batch_calls, support_like
 
+use_cache_dir(sys.argv[1])
 driver = Driver(xnnpack())
 out = []
 for call in _batch_calls("conv")[:3]:
@@ -646,9 +651,9 @@ def test_a_new_process_with_another_hash_seed_lowers_nothing(xnnpack, fresh_lowe
         inputs = [t.value for t in call.inputs()]
         ran = driver.run(program, inputs, support_like(program))
         expected.append([ran.preprocess_result.processed_bytes.hex()[:64], np.asarray(ran.outputs[0]).tobytes().hex()[:64]])
-    env = dict(os.environ, CONFORMANCE_CACHE=str(tmp_path), PYTHONHASHSEED="12345", PYTHONPATH=ROOT)
+    env = dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=ROOT)
     env.pop("CONFORMANCE_NO_LOWERING_CACHE", None)
-    child = subprocess.run([sys.executable, "-c", _WARM_WORKER], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    child = subprocess.run([sys.executable, "-c", _WARM_WORKER, str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert child.returncode == 0, child.stderr[-2000:]
     report = json.loads(child.stdout.strip().splitlines()[-1])
     assert (report["lowerings"], report["disk_hits"]) == (0, 3)
