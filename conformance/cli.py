@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from conformance.invocation import HYPOTHESIS_PROFILES
 from conformance.report.model import ReportError, records
 from conformance.supervision import JOURNAL_SUFFIX, die_with_parent
 from conformance.supervisor import Supervisor
@@ -584,7 +585,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--dtypes", action="append", default=None, metavar="DTYPES",
                    help="only these dtypes of the profile, comma-separated (float32,int32); repeatable")
     c.add_argument("--output", default="reports", help="directory for reports (default: reports)")
-    c.add_argument("--hypothesis-profile", default="ci", choices=["ci", "dev", "thorough"])
+    c.add_argument("--hypothesis-profile", default="ci", choices=HYPOTHESIS_PROFILES)
     c.add_argument("--workers", default="auto", help="pytest-xdist workers (default auto; 0 runs in-process, no crash isolation)")
     c.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per check before TIMEOUT")
     c.add_argument("--hard-timeout", type=float, default=None, help="seconds after which a check's process is killed (default 2 x --timeout + 10)")

@@ -19,6 +19,8 @@ CLOSED_RUN_PLUGINS = (
     "--noconftest",  # nor a conftest.py of the directory certify runs in
 )  # fmt: skip
 """The only pytest plugins a certification loads (report.json lists them under run.plugins)."""
+HYPOTHESIS_PROFILES = ("ci", "dev", "thorough")
+"""The hypothesis profiles conformance.strategies.profiles registers (tests/harness keeps them equal)."""
 MAX_WORKER_RESTARTS = 20
 """Per pytest session; the supervisor starts another session for what a session left."""
 

@@ -1,15 +1,16 @@
 """ExportedPrograms for the checks: one op per program, or a small model.
 
-Exporting and decomposing cost 10-300 ms per program, far more than running
-one, so programs are built once per *structure* (op, dtypes, ranks, attributes,
-parameter shapes: ``Call.structure``) and reused for every input drawn with that
-structure. Input dimensions are exported dynamic and size-oblivious, so one
-program takes any sizes, 0 and 1 included; where export had to specialize
-(broadcasting, a kernel larger than a dimension) a call that does not fit gets
-another variant. ``run_decompositions`` runs only when the exported graph holds
-something other than core ATen, and never decomposes the op under test (as an
-ExecuTorch partitioner keeps the ops its backend takes). Programs persist in a
-disk cache keyed by a content hash, so a second run exports nothing.
+A single-op program is *built*, not exported (``build_program``): the graph, signature,
+module call graph and node metadata torch.export would produce for a module making the
+call, in a few milliseconds instead of the 50-300 ms of torch.export plus
+run_decompositions, so every drawn example gets its own static program
+(tests/harness/test_programs.py proves the two equal for every op). torch.export remains
+for the contract's small models and for ``program_for(..., export=True)``: exported once
+per *structure* (``Call.structure``: op, dtypes, ranks, attributes, parameter shapes) with
+dynamic, size-oblivious input dimensions, ``run_decompositions`` only when the graph holds
+something other than core ATen and never on the op under test (as an ExecuTorch
+partitioner keeps the ops its backend takes), and persisted in a disk cache keyed by a
+content hash (``cache_dir``).
 
 Every call_function node gets ``node.meta["debug_handle"]`` (1, 2, ... in graph
 order), as ExecuTorch's to_edge does; plain torch.export leaves none.
@@ -372,10 +373,8 @@ def program_for(call: Call, *, dynamic: bool = True, cache: ProgramCache | None 
     if not export:
         try:
             exported = build_program(call)
-        except HarnessError:
+        except (HarnessError, NotImplementedError):
             raise
-        except Exception as exc:  # an argument form the builder does not know: let torch.export do it
-            log.info("building %s directly failed (%s); exporting", call.op, exc)
         else:
             return Program(exported, inputs, op=call.op, description=call.describe())
     cache = cache or default_cache()

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, Phase, settings
 
-PROFILES = ("ci", "dev", "thorough")
 _SLOW_DRAWS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 CHECKED_SERIES = "6.170"
 """The hypothesis minor series whose internals ``draw_only_global_constants`` was written for."""

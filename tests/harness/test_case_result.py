@@ -33,3 +33,16 @@ def test_an_unknown_field_or_category_is_refused_by_name():
         CaseResult.from_json({"id": "x", "clause": None, "category": "BROKEN"})
     with pytest.raises(TypeError, match="no field 'catgory'"):
         CaseResult().update(catgory="PASS")
+
+
+def test_certify_offers_exactly_the_registered_hypothesis_profiles():
+    from hypothesis import settings
+
+    from conformance.invocation import HYPOTHESIS_PROFILES
+    from conformance.strategies import profiles
+
+    profiles.register()
+    for name in HYPOTHESIS_PROFILES:
+        settings.get_profile(name)  # raises for a profile nobody registered
+    registered = {name for name in settings._profiles if not name.startswith("hypothesis-") and name != "default"}
+    assert registered == set(HYPOTHESIS_PROFILES)
