@@ -406,35 +406,21 @@ def _join(title: str, text: str) -> str:
     return f"{title}: {text}" if title and text else title or text
 
 
-def _clause_cell(backend: Mapping[str, Any], cell: Mapping[str, Any] | None) -> dict[str, Any]:
+def _cell(backend: Mapping[str, Any], cell: Mapping[str, Any] | None, hover: str, **counts: Any) -> dict[str, Any]:
+    """One backend's cell of a clause or op row: invalid report, no result, or the category with its counts."""
     if backend["state"] == INVALID_STATE:
         return {"kind": "invalid", "key": backend["key"]}
     if cell is None:
         return {"kind": "empty", "key": backend["key"]}
     category = cell["category"]
-    return {
-        "kind": "cell",
-        "key": backend["key"],
-        "category": category,
-        "style": _cell_style(category),
-        "hover": ", ".join(f"{c}: {n}" for c, n in cell["counts"].items()),
-        "failing": cell["failing"],
-        "total": cell["total"],
-    }
+    return {"kind": "cell", "key": backend["key"], "category": category, "style": _cell_style(category), "hover": hover, **counts}
+
+
+def _clause_cell(backend: Mapping[str, Any], cell: Mapping[str, Any] | None) -> dict[str, Any]:
+    hover = ", ".join(f"{c}: {n}" for c, n in cell["counts"].items()) if cell else ""
+    return _cell(backend, cell, hover, failing=cell and cell["failing"], total=cell and cell["total"])
 
 
 def _op_cell(backend: Mapping[str, Any], cell: Mapping[str, Any] | None) -> dict[str, Any]:
-    if backend["state"] == INVALID_STATE:
-        return {"kind": "invalid", "key": backend["key"]}
-    if cell is None:
-        return {"kind": "empty", "key": backend["key"]}
-    category = cell["category"]
-    return {
-        "kind": "cell",
-        "key": backend["key"],
-        "category": category,
-        "style": _cell_style(category),
-        "hover": ", ".join(f"{d}: {c}" for d, c in cell["dtypes"].items()),
-        "passed": cell["passed"],
-        "total": cell["total"],
-    }
+    hover = ", ".join(f"{d}: {c}" for d, c in cell["dtypes"].items()) if cell else ""
+    return _cell(backend, cell, hover, passed=cell and cell["passed"], total=cell and cell["total"])
