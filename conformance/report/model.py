@@ -88,8 +88,14 @@ def result_id(record: Mapping[str, Any]) -> str:
 
 
 def result_entries(records: Iterable[CaseResult]) -> list[dict[str, Any]]:
-    """The ``results`` of a results document: records without their transport fields, by id."""
-    return [r.to_json() for r in sorted(records, key=lambda r: r.id)]
+    """The ``results`` of a results document: records without their transport fields, by id (one
+    computed from the check's parameters where a journal's record lacks it)."""
+    entries = []
+    for r in records:
+        entry = r.to_json()
+        entry["id"] = r.id or result_id(entry)
+        entries.append(entry)
+    return sorted(entries, key=lambda e: e["id"])
 
 
 def records(results: Iterable[CaseResult | Mapping[str, Any]]) -> list[CaseResult]:

@@ -122,7 +122,7 @@ def test_a_journal_with_a_torn_last_line_still_becomes_a_results_document(tmp_pa
     journal.write_text("\n".join(lines))
     _, records = read_journal(journal)
     assert set(records) == {"t.py::a", "t.py::b"}
-    assert records["t.py::b"]["category"] == "CRASH"  # a later non-failure does not hide a failure
+    assert records["t.py::b"].category.value == "CRASH"  # a later non-failure does not hide a failure
     (written,) = complete_documents(tmp_path)
     document = json.loads(written.read_text())
     assert [r["id"] for r in document["results"]] == ["test_RT_001_a", "test_RT_002_b"]
