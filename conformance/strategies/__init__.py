@@ -10,6 +10,7 @@ package by operator family and register themselves with ``@signature``.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from typing import Any
@@ -48,22 +49,23 @@ def signature(name: str) -> Callable[[SignatureFn], SignatureFn]:
     return register
 
 
+@functools.cache
 def _load_families() -> None:
+    """Import every family module once (not "while SIGNATURES is empty": a module imported on its
+    own, e.g. by a test, registers its signatures and would keep the others from loading)."""
     for module in _FAMILY_MODULES:
         importlib.import_module(f"{__name__}.{module}")
 
 
 def known_signatures() -> frozenset[str]:
     """Every signature an op spec may name."""
-    if not SIGNATURES:
-        _load_families()
+    _load_families()
     return frozenset(SIGNATURES)
 
 
 def calls(spec, dtype: str, op: str | None = None) -> st.SearchStrategy[Call]:
     """Calls of ``op`` (default: the spec's own overload) in ``dtype``."""
-    if not SIGNATURES:
-        _load_families()
+    _load_families()
     fn = SIGNATURES.get(spec.signature)
     if fn is None:
         raise KeyError(f"{spec.source}: signature {spec.signature!r} is not defined; known: {sorted(SIGNATURES)}")
