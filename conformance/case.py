@@ -8,8 +8,14 @@ the ExecuTorch blob fuzzing call it; it keeps no counts and knows nothing of pyt
    call is HARNESS_ERROR (the op spec's domain is wrong); the reference failing, or disagreeing
    with eager beyond the op's tolerance, is ORACLE_DISAGREEMENT. A caller that already has
    expected outputs (a layout re-run, a saved example) passes them and none are computed.
-2. The single-op program (``program_for``). A call PyTorch's own tracing refuses, or shapes
-   unlike eager, is set aside (SKIP): no backend can honour both.
+2. The single-op program (``program_for``), its outputs described from eager's where the op
+   makes fresh tensors (PyTorch's meta kernel costs more than the rest of the program). A call
+   PyTorch's own tracing refuses, or shapes unlike eager, is set aside (SKIP): no backend can
+   honour both. Whether it does is asked of the meta kernel only when the backend's verdict is
+   not PASS: then the case stands as it is where the meta kernel describes the same outputs, is
+   set aside where it refuses the call or disagrees with eager, and runs again on the meta
+   kernel's program where only strides differ. The verdict is the one a program built by the
+   meta kernel from the start would get.
 3. preprocess -> init -> execute -> destroy through the ``Driver``, the inputs in ``layout``;
    ``blob`` replaces preprocess's processed bytes at init, ``preprocessed`` reuses an earlier
    preprocess result instead of running preprocess again. A stage's ``CheckFailure`` is the
@@ -31,7 +37,7 @@ import numpy as np
 
 from conformance import oracle
 from conformance.driver import Driver
-from conformance.programs import HarnessError, Program, eager, program_for
+from conformance.programs import EagerOutputs, HarnessError, Program, eager_outputs, meta_program, program_for
 from conformance.results import Category, CheckFailure
 
 
@@ -108,8 +114,14 @@ def expected_outputs(spec, call) -> tuple[np.ndarray, ...]:
 
     Raises CheckFailure: HARNESS_ERROR when eager refuses the call, ORACLE_DISAGREEMENT when the
     reference fails or disagrees with eager."""
+    return _expected(spec, call)[0]
+
+
+def _expected(spec, call) -> tuple[tuple[np.ndarray, ...], EagerOutputs]:
+    """``expected_outputs``, and eager's outputs as it returned them."""
     try:
-        expected_eager = list(eager(call))
+        returned = eager_outputs(call)
+        expected_eager = list(returned.arrays)
     except Exception as exc:
         raise CheckFailure(
             Category.HARNESS_ERROR, f"eager refused the drawn call {call.describe()}: {exc} (fix the op spec's domain)"
@@ -128,7 +140,7 @@ def expected_outputs(spec, call) -> tuple[np.ndarray, ...]:
                 f"reference and eager disagree on {call.describe()} output {i}: {cmp.message}",
                 stats=cmp.stats(),
             )
-    return tuple(expected)
+    return tuple(expected), returned
 
 
 def reference(call) -> list[np.ndarray]:
@@ -149,13 +161,13 @@ def prepare(spec, call, *, expected=None, program=None) -> Prepared | Outcome:
     """The expected outputs and the program of ``call`` (those given are kept), or the Outcome
     that ends the case before the backend: HARNESS_ERROR, ORACLE_DISAGREEMENT, or SKIP for a call
     set aside (PyTorch's tracing refuses a call eager computes, or declares other output shapes)."""
-    built = program is None
+    built, like = program is None, None
     try:
         if expected is None:
-            expected = expected_outputs(spec, call)
+            expected, like = _expected(spec, call)
         expected = tuple(expected)
         if built:
-            program = program_for(call, dynamic=spec.dynamic)
+            program = program_for(call, dynamic=spec.dynamic, like=like)
     except CheckFailure as exc:
         return Outcome(exc.category, exc.message, stats=exc.stats, expected=expected)
     except HarnessError as exc:
@@ -213,6 +225,19 @@ def run(
     prepared = prepare(spec, call, expected=expected, program=program)
     if isinstance(prepared, Outcome):
         return prepared
+    outcome = _run(backend, spec, call, prepared, layout, blob, preprocessed)
+    if outcome.ok or not prepared.program.outputs_from_eager:
+        return outcome
+    # Not a pass, on outputs described from eager's: the verdict of the meta kernel's program.
+    checked = meta_program(prepared.program, call)
+    if checked is prepared.program:
+        return outcome
+    if isinstance(checked, str):
+        return Outcome(Category.SKIP, f"{call.describe()}: {checked}", detail=checked, expected=prepared.expected, program=prepared.program)
+    return _run(backend, spec, call, Prepared(prepared.expected, checked), layout, blob, None)
+
+
+def _run(backend, spec, call, prepared: Prepared, layout: str, blob: bytes | None, preprocessed) -> Outcome:
     expected, program = prepared.expected, prepared.program
     driver = Driver(backend)
     result, given = preprocessed, None

@@ -152,26 +152,26 @@ class _Case:
         execute for all. A refused or failing batch is split in halves down to single calls (single
         calls at once while the backend has taken nothing: an op it refuses costs no bisection); a
         call whose batched outputs differ is run alone, so its verdict and replay are a single
-        call's. Returns, per item, what ``run`` returns (the program None: a layout re-run builds it)."""
+        call's. Returns, per item, what ``run`` returns."""
         prepared, out = [], [None] * len(items)
         for k, (label, call) in enumerate(items):
             ready = core.prepare(self.spec, call)
             if isinstance(ready, core.Outcome):
                 self._verdict(call, label, "contiguous", f"[{label}] ", ready)  # raises, or sets the call aside
             else:
-                prepared.append((k, label, call, ready.expected))
+                prepared.append((k, label, call, ready))
         if len(prepared) < 2 or not self.compared:
-            for k, label, call, expected in prepared:
-                out[k] = self.run(call, label=label, expected=expected)
+            for k, label, call, ready in prepared:
+                out[k] = self.run(call, label=label, expected=ready.expected, program=ready.program)
                 self.not_supported_if_nothing_taken()
             return out
         try:
-            batch = batch_program([call for _, _, call, _ in prepared])
+            batch = batch_program([call for _, _, call, _ in prepared], [ready.program for *_, ready in prepared])
         except HarnessError:
             return self._singles(items, prepared, out)
         started = time.perf_counter()
         try:
-            ran = self.driver.run(batch.exported, batch.inputs, [e for *_, expected in prepared for e in expected])
+            ran = self.driver.run(batch.exported, batch.inputs, [e for *_, ready in prepared for e in ready.expected])
         except CheckFailure:
             self._timed(started)
             half = len(prepared) // 2
@@ -181,18 +181,19 @@ class _Case:
             return out
         self._timed(started)
         self.batched += len(prepared)
-        for (k, label, call, expected), outputs in zip(prepared, split_outputs(batch, ran.outputs)):
-            compared = core.compare(self.backend, self.spec, call.op, outputs, expected)
+        for (k, label, call, ready), outputs in zip(prepared, split_outputs(batch, ran.outputs)):
+            compared = core.compare(self.backend, self.spec, call.op, outputs, ready.expected)
             if all(c.ok for c in compared):
                 self._taken(call, compared)
-                out[k] = (expected, None)
+                out[k] = (ready.expected, ready.program)
             else:
-                out[k] = self.run(call, label=label, expected=expected)  # the verdict of the call alone, from the core
+                # the verdict of the call alone, from the core
+                out[k] = self.run(call, label=label, expected=ready.expected, program=ready.program)
         return out
 
     def _singles(self, items, prepared, out) -> list:
-        for k, label, call, expected in prepared:
-            out[k] = self.run(call, label=label, expected=expected)
+        for k, label, call, ready in prepared:
+            out[k] = self.run(call, label=label, expected=ready.expected, program=ready.program)
         return out
 
     def _timed(self, started: float) -> None:

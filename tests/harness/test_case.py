@@ -12,6 +12,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
+import torch
 
 from conformance import case, replay
 from conformance import specs as spec_module
@@ -112,3 +113,59 @@ def test_an_example_certify_saved_for_a_relative_path_backend_replays_from_anoth
     again = subprocess.run([sys.executable, "-m", "conformance", "replay", str(directory)], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 1, again.stdout[-2000:] + again.stderr[-2000:]
     assert "backend: seeded-relu-nan-is-zero" in again.stdout and "output 0: MISMATCH" in again.stdout and "NaN" in again.stdout
+
+
+# -- outputs described from eager's, and the meta kernel asked only for a verdict that is not PASS --------
+
+
+def _eager_returning(monkeypatch, make):
+    """Make eager return ``make(what it returned)`` as the description of the program's outputs."""
+    from conformance import programs
+
+    real = programs.eager_outputs
+    monkeypatch.setattr(case, "eager_outputs", lambda call: programs.EagerOutputs(make(real(call).returned), real(call).arrays))
+
+
+def test_a_pass_on_outputs_described_from_eager_never_asks_the_meta_kernel(relu, monkeypatch):
+    from conformance import programs
+
+    call, spec = relu
+    asked = []
+    monkeypatch.setattr(case, "meta_program", lambda *a: asked.append(a) or pytest.fail("meta kernel asked on a pass"))
+    outcome = case.run(load("reference"), spec, call)
+    assert outcome.ok and outcome.program.outputs_from_eager and not asked
+    built = programs.build_program(call)  # the meta kernel's program describes the same outputs
+    assert programs._output_meta(outcome.program.exported) == programs._output_meta(built)
+
+
+def test_a_failure_on_eager_strides_the_meta_kernel_does_not_give_runs_again_on_the_meta_kernels_program(relu, monkeypatch):
+    call, spec = relu
+    _eager_returning(monkeypatch, lambda t: t.t().contiguous().t())  # eager's values, column-major
+    assert case.run(load("reference"), spec, call).ok  # a pass stands on either program
+    bad = case.run(load(f"{SEEDED}:relu_nan_is_zero"), spec, call)
+    assert bad.category is Category.MISMATCH and not bad.program.outputs_from_eager
+    out = bad.program.exported.graph.output_node().args[0][0].meta["val"]
+    assert tuple(out.stride()) == (3, 1)  # the meta kernel's strides, not eager's (1, 2)
+
+
+def test_a_failure_where_the_meta_kernel_shapes_unlike_eager_or_refuses_is_set_aside(relu, monkeypatch):
+    from conformance import programs
+
+    call, spec = relu
+    # as if the meta kernel disagreed with eager on the shape
+    monkeypatch.setattr(programs, "_fake_outputs", lambda mode, *_: programs._fake_like(mode, torch.empty(6)))
+    assert case.run(load("reference"), spec, call).ok  # the meta kernel is not asked on a pass
+    bad = case.run(load(f"{SEEDED}:relu_nan_is_zero"), spec, call)
+    assert bad.category is Category.SKIP and bad.detail == "program declares [(6,)], eager gives [[2, 3]]", bad.detail
+    monkeypatch.undo()
+    real = programs.build_program
+
+    def meta_refuses(call, *, like=None):
+        if like is None:
+            raise RuntimeError("no meta kernel for this call")
+        return real(call, like=like)
+
+    monkeypatch.setattr(programs, "build_program", meta_refuses)
+    refused = case.run(load(f"{SEEDED}:relu_nan_is_zero"), spec, call)
+    assert refused.category is Category.SKIP and refused.detail.startswith("tracing refused a call eager computes: no meta kernel")
+    assert case.run(load("reference"), spec, call).ok  # the meta kernel is not asked on a pass
