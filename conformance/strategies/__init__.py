@@ -71,7 +71,21 @@ def calls(spec, dtype: str, op: str | None = None) -> st.SearchStrategy[Call]:
         raise KeyError(f"{spec.source}: signature {spec.signature!r} is not defined; known: {sorted(SIGNATURES)}")
     if dtype not in spec.dtypes:
         raise ValueError(f"{spec.name} is not specified for {dtype}")
-    return st.composite(lambda draw: fn(draw, spec, dtype, op or spec.name))()
+    return st.composite(lambda draw: fn(_skipping_constants(draw), spec, dtype, op or spec.name))()
+
+
+def _skipping_constants(draw):
+    """``draw``, except that a plain ``st.just(value)`` gives its value without a draw: the edge set's
+    directives force most of a call that way, and each draw costs hypothesis a span of its own
+    while it chooses nothing (the choice sequence, hence every drawn call, stays the same)."""
+    from hypothesis.strategies._internal.misc import JustStrategy
+
+    def drawing(strategy, label=None):
+        if type(strategy) is JustStrategy and not strategy._transformations:
+            return strategy.value
+        return draw(strategy) if label is None else draw(strategy, label=label)
+
+    return drawing
 
 
 def param(spec, key: str, default: Any) -> Any:
