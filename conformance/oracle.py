@@ -20,7 +20,7 @@ error, max ULP distance, MAE, SNR and the worst index, pass or fail.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import ml_dtypes
@@ -92,8 +92,7 @@ class Comparison:
 
     def stats(self) -> dict[str, Any]:
         """JSON-ready statistics (no verdict text)."""
-        out = asdict(self)
-        out.pop("message")
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "message"}  # asdict deep-copies every value
         out["shape"] = list(self.shape)
         out["worst_index"] = list(self.worst_index) if self.worst_index is not None else None
         for key in ("max_abs", "max_ulp", "mae", "snr_db"):
