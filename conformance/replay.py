@@ -3,9 +3,11 @@
 A directory (``<out>/<backend>/replays/NUM-001-<op>-<dtype>/`` for the NUM check) holds:
 
 - ``call.json``: ``{"format": 2, "call": Call.to_json(), "message": ..., "backend": {"kind", "value"},
-  "dtypes": {"expected": [...], "actual": [...]}}``. ``backend`` is how certify was given the
-  backend: an entry-point name, a ``module:attr``, or a ``path.py:attr`` with the path made
-  absolute, so ``replay`` loads it from any working directory.
+  "specs": {"root", "digest"}, "dtypes": {"expected": [...], "actual": [...]}}``. ``backend`` is how
+  certify was given the backend: an entry-point name, a ``module:attr``, or a ``path.py:attr`` with
+  the path made absolute, so ``replay`` loads it from any working directory. ``specs`` is the spec
+  of record the example ran under (its directory, absolute, and digest): ``replay`` uses that
+  directory unless told ``--specs``, and says so when the spec it replays under is another.
 - ``arrays.npz``: ``tensor<i>`` (the call's tensors, ``Call.tensors()`` order), ``expected<i>``,
   ``actual<i>`` (what the backend wrote, if it ran); bfloat16 as its uint16 bits.
 - ``blob.bin``: the processed bytes the backend ran, when it ran.
@@ -74,6 +76,9 @@ class Saved:
     """The verdict when it was saved."""
     backend: BackendSource
     format: int
+    specs_root: Path | None = None
+    """The spec of record's directory when the example was saved (None: not recorded, older runs)."""
+    specs_digest: str | None = None
 
     @property
     def inputs(self) -> list[np.ndarray]:
@@ -81,8 +86,12 @@ class Saved:
         return [t.value for t in self.call.inputs()]
 
 
-def save(directory: Path, call: Call, expected, actual=None, blob: bytes | None = None, message: str = "", backend: str | None = None) -> None:
-    """Write the example to ``directory`` (created). ``backend``: as certify was given it."""
+def save(
+    directory: Path, call: Call, expected, actual=None, blob: bytes | None = None, message: str = "",
+    backend: str | None = None, specs=None,
+) -> None:  # fmt: skip
+    """Write the example to ``directory`` (created). ``backend``: as certify was given it; ``specs``:
+    the ``conformance.specs.Specs`` the example ran under."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     arrays = {}
@@ -99,6 +108,8 @@ def save(directory: Path, call: Call, expected, actual=None, blob: bytes | None 
     if backend:
         source = BackendSource.of(backend)
         document["backend"] = {"kind": source.kind, "value": source.name}
+    if specs is not None:
+        document["specs"] = {"root": os.path.abspath(specs.root), "digest": specs.digest}
     document["dtypes"] = {"expected": [e.dtype.name for e in expected], "actual": [a.dtype.name for a in actual or ()]}
     (directory / CALL_FILE).write_text(json.dumps(document, indent=1))
     blob_path = directory / BLOB_FILE
@@ -139,6 +150,8 @@ def load(directory: Path) -> Saved:
         message=document.get("message", ""),
         backend=_backend_of(directory, document),
         format=int(document.get("format", 1)),
+        specs_root=Path(document["specs"]["root"]) if isinstance(document.get("specs"), dict) else None,
+        specs_digest=document["specs"].get("digest") if isinstance(document.get("specs"), dict) else None,
     )
 
 
@@ -160,8 +173,12 @@ def rerun(saved: Saved, backend, out: TextIO | None = None) -> bool:
 
     out = out or sys.stdout
     call = saved.call
-    spec = spec_module.load().op(call.op)
+    specs = spec_module.load(replay_specs_root(saved))
+    spec = specs.op(call.op)
     print(f"backend: {backend.name}\ncall:    {call.describe()}\nsaved:   {saved.message}", file=out)
+    if saved.specs_digest and saved.specs_digest != specs.digest:
+        print(f"spec:    {specs.root} (digest {specs.digest[:16]}) is not the spec the example ran under "
+              f"({saved.specs_root}, digest {saved.specs_digest[:16]}): tolerances may differ", file=out)
     outcome = case.run(backend, spec, call, expected=saved.expected)
     if not outcome.comparisons:  # it did not get as far as outputs
         print(f"now:     {outcome.category.value}: {outcome.detail if outcome.stage else outcome.message}", file=out)
@@ -170,6 +187,17 @@ def rerun(saved: Saved, backend, out: TextIO | None = None) -> bool:
         cmp = c.comparison
         print(f"output {c.index}: {'ok' if cmp.ok else 'MISMATCH'}: {cmp.message} (max abs {cmp.max_abs:g}, max ulp {cmp.max_ulp:g})", file=out)
     return outcome.ok
+
+
+def replay_specs_root(saved: Saved) -> Path | None:
+    """The spec to replay ``saved`` under: the one chosen for this process (``--specs``), else the
+    directory it ran under where that still holds a spec, else the installed one (None)."""
+    from conformance import specs as spec_module
+
+    if spec_module.chosen_root() is not None:
+        return None  # spec_module.load() gives the chosen one
+    root = saved.specs_root
+    return root if root is not None and (root / "interface.toml").is_file() else None
 
 
 def _storable(a: np.ndarray) -> np.ndarray:

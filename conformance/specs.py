@@ -193,6 +193,11 @@ def use(root: str | Path | None) -> None:
     load.cache_clear()
 
 
+def chosen_root() -> Path | None:
+    """The spec root chosen with ``use`` (None: the installed one is in force)."""
+    return _CHOSEN_ROOT[0] if _CHOSEN_ROOT else None
+
+
 def specs_root() -> Path:
     """The spec of record: the one chosen with ``use``, else specs/ of the repository, else the
     copy shipped in the wheel (package conformance_specs)."""

@@ -85,8 +85,9 @@ class _Case:
     """The bookkeeping of one op x dtype's drawn calls, each run by the case core (conformance.case):
     counts, refusals by kind, worst statistics, saved examples, batches."""
 
-    def __init__(self, backend, spec, op: str, dtype: str, claimed: bool, replay_dir: Path, result, requested: str | None = None):
+    def __init__(self, backend, spec, op: str, dtype: str, claimed: bool, replay_dir: Path, result, requested: str | None = None, specs=None):
         self.backend, self.spec, self.op, self.dtype, self.claimed = backend, spec, op, dtype, claimed
+        self.specs = specs  # the spec of record (saved with an example)
         self.replay_dir, self.result = replay_dir, result
         self.requested = requested or backend.name  # the backend as certify was given it (saved with an example)
         self.driver = Driver(backend)
@@ -137,7 +138,7 @@ class _Case:
         raise outcome.failure(where)
 
     def _save(self, call, expected, actual, blob, message: str) -> None:
-        replay.save(self.replay_dir, call, expected, actual, blob, message, backend=self.requested)
+        replay.save(self.replay_dir, call, expected, actual, blob, message, backend=self.requested, specs=self.specs)
 
     # -- batches: many calls, one preprocess ---------------------------------------------------------
 
@@ -272,7 +273,7 @@ def test_NUM_001_matches_reference(backend, result, op, dtype, specs, request):
     result.set(op=op, dtype=dtype)
     result.stats(claimed=claimed)
     requested = request.node.callspec.params.get("backend", backend.name)
-    case = _Case(backend, spec, op, dtype, claimed, _replay_dir(request.config, requested, op, dtype), result, requested)
+    case = _Case(backend, spec, op, dtype, claimed, _replay_dir(request.config, requested, op, dtype), result, requested, specs)
     strategy = calls(spec, dtype, op)
     current = settings()
     limit = min(current.max_examples, spec.max_examples or current.max_examples)

@@ -109,10 +109,40 @@ def test_an_example_certify_saved_for_a_relative_path_backend_replays_from_anoth
     directory = Path(num["replay"].split(" replay ", 1)[1])
     saved = json.loads((directory / "call.json").read_text())
     assert saved["format"] == replay.FORMAT and saved["backend"] == {"kind": "path", "value": f"{SEEDED}:relu_nan_is_zero"}
+    assert saved["specs"]["root"] == str(ROOT / "specs") and len(saved["specs"]["digest"]) == 64
 
     again = subprocess.run([sys.executable, "-m", "conformance", "replay", str(directory)], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 1, again.stdout[-2000:] + again.stderr[-2000:]
     assert "backend: seeded-relu-nan-is-zero" in again.stdout and "output 0: MISMATCH" in again.stdout and "NaN" in again.stdout
+
+
+def test_a_saved_example_replays_under_the_spec_it_ran_under(tmp_path, relu):
+    import io
+    import shutil
+
+    call, spec = relu
+    ran_under = spec_module.load(shutil.copytree(spec_module.specs_root(), tmp_path / "specs"))
+    replay.save(tmp_path / "example", call, case.expected_outputs(spec, call), backend="reference", specs=ran_under)
+    saved = replay.load(tmp_path / "example")
+    assert saved.specs_root == tmp_path / "specs" and saved.specs_digest == ran_under.digest
+    assert replay.replay_specs_root(saved) == tmp_path / "specs"
+    out = io.StringIO()
+    assert replay.rerun(saved, load("reference"), out) and "spec:" not in out.getvalue()
+
+    with (tmp_path / "specs" / "profiles.toml").open("a") as f:
+        f.write("\n# edited after the run\n")  # the same directory, another spec: replay says so
+    spec_module.load.cache_clear()
+    out = io.StringIO()
+    assert replay.rerun(saved, load("reference"), out)
+    assert f"is not the spec the example ran under ({tmp_path / 'specs'}, digest {ran_under.digest[:16]})" in out.getvalue()
+
+    spec_module.use(spec_module.specs_root())  # --specs given: that one, whatever the example recorded
+    try:
+        assert replay.replay_specs_root(saved) is None
+    finally:
+        spec_module.use(None)
+    shutil.rmtree(tmp_path / "specs")  # the directory is gone: the installed spec
+    assert replay.replay_specs_root(saved) is None
 
 
 # -- outputs described from eager's, and the meta kernel asked only for a verdict that is not PASS --------
