@@ -16,6 +16,7 @@ recomputes the verdict.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -200,12 +201,22 @@ def _source(name: str) -> dict[str, str]:
         return {"kind": "unknown", "value": str(exc)[:500]}
 
 
+@functools.cache
+def _package_owners() -> Mapping[str, list[str]]:
+    """importlib.metadata.packages_distributions(), read once per process: it reads every installed
+    distribution's file list (torch's alone is thousands of lines), 1.4 s here, and a session asks
+    twice (the journal's header when it starts, the results document when it ends)."""
+    import importlib.metadata
+
+    return importlib.metadata.packages_distributions()
+
+
 def loaded_plugins(config) -> list[str]:
     """The plugin modules this session loaded from outside pytest itself ("module (distribution version)"),
     conftest files included: what could have changed an outcome."""
     import importlib.metadata
 
-    owners = importlib.metadata.packages_distributions()
+    owners = _package_owners()
     out = set()
     for _, plugin in config.pluginmanager.list_name_plugin():
         module = getattr(plugin, "__name__", None)
