@@ -240,25 +240,16 @@ def erfinv(self):
 # Floating functions
 
 
-exp = kernel("aten.exp.default")(_unary_float("exp", np.exp))
-exp2 = kernel("aten.exp2.default")(_unary_float("exp2", np.exp2))
-expm1 = kernel("aten.expm1.default")(_unary_float("expm1", np.expm1))
-log = kernel("aten.log.default")(_unary_float("log", np.log))
-log1p = kernel("aten.log1p.default")(_unary_float("log1p", np.log1p))
-log2 = kernel("aten.log2.default")(_unary_float("log2", np.log2))
-log10 = kernel("aten.log10.default")(_unary_float("log10", np.log10))
-sin = kernel("aten.sin.default")(_unary_float("sin", np.sin))
-cos = kernel("aten.cos.default")(_unary_float("cos", np.cos))
-tan = kernel("aten.tan.default")(_unary_float("tan", np.tan))
-asin = kernel("aten.asin.default")(_unary_float("asin", np.arcsin))
-acos = kernel("aten.acos.default")(_unary_float("acos", np.arccos))
-atan = kernel("aten.atan.default")(_unary_float("atan", np.arctan))
-sinh = kernel("aten.sinh.default")(_unary_float("sinh", np.sinh))
-cosh = kernel("aten.cosh.default")(_unary_float("cosh", np.cosh))
-tanh = kernel("aten.tanh.default")(_unary_float("tanh", np.tanh))
-asinh = kernel("aten.asinh.default")(_unary_float("asinh", np.arcsinh))
-acosh = kernel("aten.acosh.default")(_unary_float("acosh", np.arccosh))
-atanh = kernel("aten.atanh.default")(_unary_float("atanh", np.arctanh))
+FLOAT_FUNCTIONS = {
+    "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log, "log1p": np.log1p, "log2": np.log2,
+    "log10": np.log10, "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
+    "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh,
+    "acosh": np.arccosh, "atanh": np.arctanh,
+}  # fmt: skip
+"""ATen's floating unary functions (``aten.<name>.default``) and the float64 NumPy function each is
+computed with (``float_math``: ATen's result dtype and rounding)."""
+for _name, _fn in FLOAT_FUNCTIONS.items():
+    kernel(f"aten.{_name}.default")(_unary_float(_name, _fn))
 
 
 def sigmoid64(x: np.ndarray) -> np.ndarray:
