@@ -189,18 +189,23 @@ def test_an_interrupted_run_writes_a_partial_report(tmp_path, how):
     """Ctrl-C (SIGINT to the CLI, as a terminal sends it) or a cancelled CI job (SIGTERM): the session
     is stopped, what finished is kept, the rest is recorded not run, the report says partial (130)."""
     out = tmp_path / "out"
+    # The full profile (2,000+ checks): the run is still going when the first results are in, however
+    # slow or loaded the machine (a smoke run once finished before this loop saw them, under load).
     proc = subprocess.Popen(
-        [sys.executable, "-m", "conformance", "certify", "reference", "--profile", "smoke", "--workers", "1", "--output", str(out)],
+        [sys.executable, "-m", "conformance", "certify", "reference", "--profile", "full", "--workers", "1", "--output", str(out)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     journal = out / "reference" / "results" / "checks.journal"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:  # wait for a few results, so some are kept and some are not
-        if journal.exists() and len(journal.read_text().splitlines()) > 6:
+    deadline, seen = time.monotonic() + 300, []
+    while time.monotonic() < deadline and proc.poll() is None:  # a few results, so some are kept and some are not
+        seen.append(len(journal.read_text().splitlines()) if journal.exists() else 0)
+        if seen[-1] > 6:
             break
         time.sleep(0.2)
+    running = proc.poll() is None
     proc.send_signal(how)
     stdout, stderr = proc.communicate(timeout=300)
+    assert running, f"the run ended before it could be interrupted (journal lines seen: {seen[-20:]}): {stdout[-3000:]}"
     assert proc.returncode == 130, stdout[-3000:] + stderr[-3000:]
     report = json.loads((out / "reference" / "report.json").read_text())
     assert "planned check(s) not run" in report["run"]["partial"] and not report["verdict"]["certified"]
