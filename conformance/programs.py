@@ -654,6 +654,17 @@ def _fake_like(mode, tensor):
 def _returns_fresh_tensors(op) -> bool:
     """Whether ``op`` returns new tensors whose sizes follow from its inputs' sizes and its arguments:
     not a view or an in-place op (those share their input's storage), not data-dependent, not random."""
+
+    if not _outputs_follow_from_inputs(op):
+        return False
+    if any(a.alias_info is not None for a in op._schema.arguments):
+        return False
+    return all(str(r.type) in ("Tensor", "Tensor[]") for r in op._schema.returns)
+
+
+def _outputs_follow_from_inputs(op) -> bool:
+    """An ATen overload (not a prim) whose outputs follow from its inputs' metadata and arguments:
+    not data-dependent, random or an in-place view, no device or out argument, no view returned."""
     import torch
 
     if not isinstance(op, torch._ops.OpOverload) or "prims::" in op._schema.name:
@@ -661,9 +672,9 @@ def _returns_fresh_tensors(op) -> bool:
     if any(tag in op.tags for tag in (torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output,
                                       torch.Tag.nondeterministic_seeded, torch.Tag.inplace_view)):
         return False
-    if any(a.name in ("device", "out") or a.alias_info is not None for a in op._schema.arguments):
+    if any(a.name in ("device", "out") for a in op._schema.arguments):
         return False
-    return all(r.alias_info is None and str(r.type) in ("Tensor", "Tensor[]") for r in op._schema.returns)
+    return all(r.alias_info is None for r in op._schema.returns)
 
 
 def eager_describes_outputs(op, returned) -> bool:
@@ -719,15 +730,8 @@ def _meta_kernel_decides(op) -> bool:
     from torch._decomp import meta_table
     from torch._subclasses.fake_impls import op_implementations_checks
 
-    if not isinstance(op, torch._ops.OpOverload) or "prims::" in op._schema.name:
-        return False
-    if any(tag in op.tags for tag in (torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output,
-                                      torch.Tag.nondeterministic_seeded, torch.Tag.inplace_view)):
-        return False
-    if any(a.name in ("device", "out") for a in op._schema.arguments):
-        return False
-    if any(r.alias_info is not None for r in op._schema.returns):
-        return False  # a view: FakeTensorMode's output shares its input's storage
+    if not _outputs_follow_from_inputs(op):
+        return False  # a view among them: FakeTensorMode's output shares its input's storage
     if not (op in meta_table or _fake_mode().cpp_meta_supports_symint(op)):
         # FakeTensorMode's order (fake_tensor.py, _dispatch_impl): a Python decomposition from
         # torch._decomp, else a CompositeImplicitAutograd one, else the meta kernel
