@@ -433,7 +433,6 @@ def build_program(call: Call, *, like: Any = None):
 
     import torch
     import torch.utils._pytree as pytree
-    from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
     from torch.export.graph_signature import (
         ExportGraphSignature,
         InputKind,
@@ -497,20 +496,46 @@ def build_program(call: Call, *, like: Any = None):
         input_specs=input_specs,
         output_specs=[OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(name=n.name), target=None) for n in results],
     )
-    in_spec = pytree.tree_flatten((tuple(real_inputs), {}))[1]
-    out_spec = pytree.tree_flatten(out)[1]
-    program = ExportedProgram(
-        root=torch.nn.Module(),
-        graph=graph,
-        graph_signature=signature,
-        state_dict=state,
-        range_constraints={},
-        module_call_graph=[ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec))],
-        example_inputs=(tuple(real_inputs), {}),
-        constants={},
-    )
+    program = _assemble(graph, signature, state, real_inputs, out)
     assign_debug_handles(program)
     return program
+
+
+def _assemble(graph, signature, state: dict, real_inputs: list, out: Any):
+    """The ExportedProgram of a graph built here: no range constraints or constants, the module
+    call graph of a module called with the user inputs as positional arguments, returning ``out``.
+
+    Its GraphModule generates its Python code when first used (torch.fx's ``_LazyGraphModule``,
+    which Inductor uses for the same reason): a backend that reads ``graph_module.code``, calls
+    the module or pickles it gets what an eager GraphModule gives; one that walks the graph,
+    as most do, does not pay for code generation (a third of building a program)."""
+    import torch
+    import torch.export.exported_program as exported_program
+    import torch.utils._pytree as pytree
+    from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+
+    in_spec = pytree.tree_flatten((tuple(real_inputs), {}))[1]
+    out_spec = pytree.tree_flatten(out)[1]
+    with _LAZY_LOCK:
+        eager = exported_program._create_graph_module_for_export
+        exported_program._create_graph_module_for_export = _LazyGraphModule
+        try:
+            return ExportedProgram(
+                root=torch.nn.Module(),
+                graph=graph,
+                graph_signature=signature,
+                state_dict=state,
+                range_constraints={},
+                module_call_graph=[ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec))],
+                example_inputs=(tuple(real_inputs), {}),
+                constants={},
+            )
+        finally:
+            exported_program._create_graph_module_for_export = eager
+
+
+_LAZY_LOCK = threading.Lock()
 
 
 @dataclass
@@ -538,8 +563,6 @@ def batch_program(calls: Sequence[Call], programs: Sequence[Program] | None = No
     built (``program_for``), so they are not built again.
     """
     import torch
-    import torch.utils._pytree as pytree
-    from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
     from torch.export.graph_signature import (
         ExportGraphSignature,
         InputKind,
@@ -605,18 +628,7 @@ def batch_program(calls: Sequence[Call], programs: Sequence[Program] | None = No
         input_specs=input_specs,
         output_specs=[OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(name=n.name), target=None) for n in results],
     )
-    in_spec = pytree.tree_flatten((tuple(real_inputs), {}))[1]
-    out_spec = pytree.tree_flatten(tuple(n.meta["val"] for n in results))[1]
-    program = ExportedProgram(
-        root=torch.nn.Module(),
-        graph=graph,
-        graph_signature=signature,
-        state_dict=state,
-        range_constraints={},
-        module_call_graph=[ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec))],
-        example_inputs=(tuple(real_inputs), {}),
-        constants={},
-    )
+    program = _assemble(graph, signature, state, real_inputs, tuple(n.meta["val"] for n in results))
     assign_debug_handles(program)
     inputs = [t.value for call in calls for t in call.inputs()]
     return BatchProgram(

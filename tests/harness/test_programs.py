@@ -15,6 +15,7 @@ graph, and the reference backend's outputs are bit-identical call for call.
 
 from __future__ import annotations
 
+import copy
 import re
 
 import numpy as np
@@ -111,6 +112,23 @@ def test_built_program_equals_the_exported_one(name):
             assert x.tobytes() == y.tobytes(), f"{call.describe()}: different outputs"  # bit for bit, NaNs included
 
     check()
+
+
+def test_a_built_program_generates_its_code_when_first_used():
+    """The built program's GraphModule compiles its code lazily (programs._assemble): what a backend
+    reads or runs of it is what an eager GraphModule gives (code, forward, module(), a deep copy)."""
+    call = Call("aten.addmm.default", (Tensor(np.ones(3, np.float32), role="parameter"),
+                                       Tensor(np.arange(6, dtype=np.float32).reshape(2, 3)),
+                                       Tensor(np.eye(3, dtype=np.float32))), {"beta": 2.0})  # fmt: skip
+    program = build_program(call)
+    assert "torch.ops.aten.addmm.default(p_p0, x0, x1, beta = 2.0)" in program.graph_module.code
+    x0, x1 = (torch.from_numpy(t.value) for t in call.inputs())
+    expected = torch.addmm(torch.ones(3), x0, x1, beta=2.0)
+    (direct,) = program.graph_module(torch.ones(3), x0, x1)
+    assert torch.equal(direct, expected)
+    assert torch.equal(program.module()(x0, x1), expected)
+    (copied,) = copy.deepcopy(program.graph_module)(torch.ones(3), x0, x1)
+    assert torch.equal(copied, expected)
 
 
 # ---------------------------------------------------------------------------------------------
