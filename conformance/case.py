@@ -37,7 +37,7 @@ import numpy as np
 
 from conformance import oracle
 from conformance.driver import Driver
-from conformance.programs import EagerOutputs, HarnessError, Program, eager_outputs, meta_program, program_for
+from conformance.programs import EagerOutputs, HarnessError, Program, eager_outputs, meta_program, program_for, shapes_disagree
 from conformance.results import Category, CheckFailure
 
 
@@ -183,7 +183,7 @@ def prepare(spec, call, *, expected=None, program=None) -> Prepared | Outcome:
         if declared is not None and declared != shapes:
             # PyTorch's own meta kernel disagrees with eager on this call (seen: aten.index.Tensor on
             # empty operands); no backend can honour both, so the example is not a test of one.
-            reason = f"program declares {declared}, eager gives {[list(s) for s in shapes]}"
+            reason = shapes_disagree(declared, shapes)
             return Outcome(Category.SKIP, f"{call.describe()}: {reason}", detail=reason, expected=expected, program=program)
     return Prepared(expected, program)
 

@@ -721,8 +721,14 @@ def meta_program(program: Program, call: Call) -> Program | str:
     if ours == theirs:
         return program
     if [s for s, _, _ in ours] != [s for s, _, _ in theirs]:
-        return f"program declares {[s for s, _, _ in theirs]}, eager gives {[list(s) for s, _, _ in ours]}"
+        return shapes_disagree([s for s, _, _ in theirs], [s for s, _, _ in ours])
     return Program(built, program.inputs, op=program.op, description=program.description)
+
+
+def shapes_disagree(declared, eager) -> str:
+    """Why a call is set aside when its program (PyTorch's meta kernel) declares output shapes
+    ``declared`` and eager computes ``eager``."""
+    return f"program declares {[tuple(s) for s in declared]}, eager gives {[list(s) for s in eager]}"
 
 
 def _output_meta(exported) -> list[tuple]:

@@ -142,6 +142,7 @@ def load(directory: Path) -> Saved:
 
     actual = stored("actual")
     blob_path = directory / BLOB_FILE
+    ran_under = document["specs"] if isinstance(document.get("specs"), dict) else {}  # older examples: none
     return Saved(
         call=call,
         expected=tuple(stored("expected")),
@@ -150,8 +151,8 @@ def load(directory: Path) -> Saved:
         message=document.get("message", ""),
         backend=_backend_of(directory, document),
         format=int(document.get("format", 1)),
-        specs_root=Path(document["specs"]["root"]) if isinstance(document.get("specs"), dict) else None,
-        specs_digest=document["specs"].get("digest") if isinstance(document.get("specs"), dict) else None,
+        specs_root=Path(ran_under["root"]) if "root" in ran_under else None,
+        specs_digest=ran_under.get("digest"),
     )
 
 
