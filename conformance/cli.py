@@ -558,7 +558,10 @@ def list_command(ns: argparse.Namespace) -> int:
     print("profiles (--profile NAME):")
     for name, profile in specs.profiles.items():
         pairs = sum(len(d) for d in profile.dtypes.values())
-        print(f"  {name:14s} {len(profile.clauses):3d} clauses, {len(profile.ops):3d} ops, {pairs:4d} op x dtype  {profile.description}")
+        print(
+            f"  {name:14s} {len(profile.clauses):3d} clauses, {len(profile.ops):3d} ops, {pairs:4d} op x dtype, "
+            f"{len(profile.models):2d} models  {profile.description}"
+        )
     print(f"  {spec_module.CLAIMED:14s} the contract clauses plus exactly the ops and dtypes the backend's manifest claims")
     print("  FILE.toml[:NAME]  a profiles file of your own, in specs/profiles.toml's format (may extend the profiles above)")
     print("narrow any profile with --ops aten.add.*,*conv* and --dtypes float32,int32; `list --ops` lists the ops")

@@ -395,6 +395,62 @@ def program_for(
     return Program(exported, inputs, op=call.op, description=call.describe())
 
 
+@dataclass(frozen=True)
+class ModuleProgram:
+    """A whole nn.Module exported once, with fixed inputs: a contract program
+    (``checks/_support``) or a model (``conformance.models``)."""
+
+    name: str
+    exported: Any
+    inputs: tuple[np.ndarray, ...]
+    ops: frozenset[str]
+    module: Any
+    """The nn.Module it was exported from (eager timing runs this, not the unlifted graph)."""
+
+    def fresh(self):
+        """A private copy for one preprocess call (preprocess may not mutate it, but might)."""
+        return copy_program(self.exported)
+
+    @functools.cached_property
+    def depth(self) -> int:
+        """Operator nodes on the longest path from an input to an output (``node_depths``)."""
+        depths = node_depths(self.exported)
+        return max((depths[n.name] for n in self.exported.graph.output_node().all_input_nodes), default=0)
+
+
+def module_program(kind: str, name: str, builder: Callable[[], tuple[Any, tuple]], *, cache: ProgramCache | None = None,
+                   keep: Sequence[str] = ()) -> ModuleProgram:
+    """The program of ``builder()``'s module on its inputs, exported once with static shapes
+    through the program cache (core ATen but for ``keep``), keyed by ``kind``, ``name`` and the
+    builder's source: an edited builder is a different program."""
+    import inspect
+
+    import torch
+
+    module, inputs = builder()
+    key = (kind, name, inspect.getsource(builder))
+    shapes = [tuple(a.shape) for a in inputs]
+
+    def build():
+        return module, [torch.from_numpy(np.array(a)) for a in inputs]
+
+    exported = (cache or default_cache()).get(key, build, shapes, dynamic=False, keep=keep)
+    ops = frozenset(op_name(n.target) for n in exported.graph.nodes if n.op == "call_function")
+    return ModuleProgram(name, exported, tuple(inputs), ops, module)
+
+
+def node_depths(exported) -> dict[str, int]:
+    """Each node's depth: operator nodes on the longest path from an input, itself included
+    (getitem, which picks one of an op's several outputs, is no operator)."""
+    import operator
+
+    depth: dict[str, int] = {}
+    for n in exported.graph.nodes:  # FX graphs are in topological order
+        before = max((depth[a.name] for a in n.all_input_nodes), default=0)
+        depth[n.name] = before + (1 if n.op == "call_function" and n.target is not operator.getitem else 0)
+    return depth
+
+
 def copy_program(exported):
     """A deep copy of an ExportedProgram that still agrees with its own graph signature.
 

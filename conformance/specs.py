@@ -2,6 +2,7 @@
 
 specs/interface.toml   contract clauses with stable IDs
 specs/ops/*.toml       operator specs, one file per family
+specs/models.toml      models of the MOD clauses (conformance/models.py builds them)
 specs/profiles.toml    certification profiles
 
 A broken spec file is refused with a message naming the file, the entry and the
@@ -148,6 +149,42 @@ class Profile:
     """Mandatory ops."""
     dtypes: Mapping[str, tuple[str, ...]]
     """op -> mandatory dtypes."""
+    models: tuple[str, ...] = ()
+    """Mandatory models (the MOD clauses run each)."""
+
+
+@dataclass(frozen=True)
+class InputRange:
+    """Where a model's input values are drawn from: [low, high] for a floating input, [low, high)
+    for integers (token ids)."""
+
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model of the MOD clauses: what its inputs are and how close its outputs must come."""
+
+    name: str
+    description: str
+    inputs: tuple[InputRange, ...]
+    """One range per input of the model, in order."""
+    per_op_atol: float
+    per_op_rtol: float
+    """The outputs' tolerance grows with the model's depth d (operator nodes on the longest path
+    from an input to an output): atol = per_op_atol * d, rtol = per_op_rtol * d."""
+    examples: int
+    """Hypothesis-drawn input sets, after the model's own inputs and the edge set."""
+    reason: str = ""
+    source: str = ""
+
+    def tolerance(self, depth: int):
+        """The tolerance of an output (or an intermediate value) at ``depth``."""
+        from conformance.oracle import Tolerance
+
+        d = max(int(depth), 1)
+        return Tolerance(atol=self.per_op_atol * d, rtol=self.per_op_rtol * d, reason=self.reason, source="model spec")
 
 
 @dataclass(frozen=True)
@@ -158,6 +195,7 @@ class Specs:
     profiles: Mapping[str, Profile]
     digest: str
     """sha256 over every spec file: the spec version a report carries."""
+    models: Mapping[str, ModelSpec] = field(default_factory=lambda: MappingProxyType({}))
 
     def op(self, name: str) -> OpSpec:
         """The spec of an overload, looked up by its core name or an Edge spelling."""
@@ -217,6 +255,8 @@ def load(root: str | Path | None = None) -> Specs:
     if not (root / "interface.toml").exists():
         raise SpecError(f"{root}: no interface.toml; pass --specs with the specs/ directory")
     files = [root / "interface.toml", root / "profiles.toml", *sorted((root / "ops").glob("*.toml"))]
+    if (root / "models.toml").exists():
+        files.append(root / "models.toml")
     digest = hashlib.sha256()
     for f in files:
         digest.update(f.relative_to(root).as_posix().encode())
@@ -224,19 +264,63 @@ def load(root: str | Path | None = None) -> Specs:
     clauses = _load_clauses(root / "interface.toml")
     ops: dict[str, OpSpec] = {}
     for f in files[2:]:
+        if f.name == "models.toml" and f.parent == root:
+            continue
         for spec in _load_ops(f):
             for name in spec.names:
                 if name in ops or any(name in s.edge for s in ops.values()):
                     raise SpecError(f"{spec.source}: op {name} is specified twice")
             ops[spec.name] = spec
-    profiles = _load_profiles(root / "profiles.toml", clauses, ops)
+    models = _load_models(root / "models.toml") if (root / "models.toml").exists() else {}
+    profiles = _load_profiles(root / "profiles.toml", clauses, ops, models=models)
     return Specs(
         root=root,
         clauses=MappingProxyType(clauses),
         ops=MappingProxyType(ops),
         profiles=MappingProxyType(profiles),
         digest=digest.hexdigest(),
+        models=MappingProxyType(models),
     )
+
+
+def _load_models(path: Path) -> dict[str, ModelSpec]:
+    data = _read(path)
+    _no_extra(str(path), data, {"defaults", "model"})
+    defaults = _expect(str(path), data, "defaults", dict)
+    _no_extra(f"{path}: [defaults]", defaults, {"per_op_atol", "per_op_rtol", "examples", "reason"})
+    out: dict[str, ModelSpec] = {}
+    for name, body in _expect(str(path), data, "model", dict).items():
+        where = f"{path}: model {name}"
+        if not isinstance(body, dict):
+            raise SpecError(f"{where}: must be a table ([model.{name}])")
+        _no_extra(where, body, {"description", "inputs", "per_op_atol", "per_op_rtol", "examples", "reason"})
+        ranges = []
+        for i, item in enumerate(_expect(where, body, "inputs", list)):
+            if not isinstance(item, dict) or set(item) != {"low", "high"}:
+                raise SpecError(f"{where}: inputs[{i}] must be a table {{ low = ..., high = ... }}, got {item!r}")
+            low, high = (_expect(f"{where}: inputs[{i}]", item, k, (int, float)) for k in ("low", "high"))
+            if not low < high:
+                raise SpecError(f"{where}: inputs[{i}]: low ({low}) must be below high ({high})")
+            ranges.append(InputRange(low, high))
+        numbers = {}
+        for key in ("per_op_atol", "per_op_rtol"):
+            value = _expect(where, body, key, (int, float), _expect(f"{path}: [defaults]", defaults, key, (int, float)))
+            if not value > 0:
+                raise SpecError(f"{where}: {key} must be positive, got {value}")
+            numbers[key] = float(value)
+        examples = _expect(where, body, "examples", int, _expect(f"{path}: [defaults]", defaults, "examples", int))
+        if examples < 0:
+            raise SpecError(f"{where}: examples must be 0 or more, got {examples}")
+        out[name] = ModelSpec(
+            name=name,
+            description=_expect(where, body, "description", str),
+            inputs=tuple(ranges),
+            examples=examples,
+            reason=_expect(where, body, "reason", str, _expect(f"{path}: [defaults]", defaults, "reason", str, "")),
+            source=str(path),
+            **numbers,
+        )
+    return out
 
 
 def read_toml(path: Path, *, error: type[Exception] = SpecError, missing: str = "") -> dict:
@@ -413,9 +497,14 @@ def _load_ops(path: Path) -> list[OpSpec]:
 
 
 def _load_profiles(
-    path: Path, clauses: Mapping[str, Clause], ops: Mapping[str, OpSpec], known: Mapping[str, Profile] | None = None
+    path: Path,
+    clauses: Mapping[str, Clause],
+    ops: Mapping[str, OpSpec],
+    known: Mapping[str, Profile] | None = None,
+    models: Mapping[str, ModelSpec] | None = None,
 ) -> dict[str, Profile]:
     """The profiles of a profiles.toml; ``known`` (the spec's own) may be extended by a user's file."""
+    models = models or {}
     data = _read(path)
     _no_extra(str(path), data, {"profile"})
     out: dict[str, Profile] = {}
@@ -423,7 +512,7 @@ def _load_profiles(
         where = f"{path}: profile {name}"
         if not isinstance(body, dict):
             raise SpecError(f"{where}: must be a table ([profile.{name}])")
-        _no_extra(where, body, {"description", "clauses", "ops", "dtypes", "extends"})
+        _no_extra(where, body, {"description", "clauses", "ops", "dtypes", "extends", "models"})
         base = (out.get(body["extends"]) or (known or {}).get(body["extends"])) if "extends" in body else None
         if "extends" in body and base is None:
             raise SpecError(f"{where}: extends {body['extends']!r}, which is not defined above it")
@@ -456,12 +545,23 @@ def _load_profiles(
             unknown = sorted(set(dtype_field) - set(selected))
             if unknown:
                 raise SpecError(f"{where}: dtypes given for ops the profile does not select: {unknown}")
+        model_names = list(base.models) if base else []
+        model_field = _expect(where, body, "models", (list, str), [])
+        if model_field == "all":
+            model_field = list(models)
+        elif isinstance(model_field, str):
+            raise SpecError(f"{where}: models must be 'all' or a list of model names")
+        unknown = [m for m in model_field if m not in models]
+        if unknown:
+            raise SpecError(f"{where}: unknown model(s) {', '.join(with_suggestion(m, models) for m in unknown)}")
+        model_names += [m for m in model_field if m not in model_names]
         out[name] = Profile(
             name=name,
             description=_expect(where, body, "description", str),
             clauses=tuple(clause_ids),
             ops=tuple(op_names),
             dtypes=MappingProxyType(dtypes),
+            models=tuple(model_names),
         )
     return out
 
@@ -526,6 +626,7 @@ def profile_definition(profile: Profile) -> dict[str, Any]:
         "description": profile.description,
         "clauses": list(profile.clauses),
         "ops": {op: list(profile.dtypes.get(op, ())) for op in profile.ops},
+        **({"models": list(profile.models)} if profile.models else {}),
     }
 
 
@@ -534,7 +635,7 @@ def profile_from_definition(definition: Mapping[str, Any], specs: Specs) -> Prof
     where = f"profile definition {definition.get('name')!r}" if isinstance(definition, Mapping) else "profile definition"
     if not isinstance(definition, Mapping):
         raise SpecError(f"{where}: must be an object")
-    _no_extra(where, definition, {"name", "description", "clauses", "ops"})
+    _no_extra(where, definition, {"name", "description", "clauses", "ops", "models"})
     name = _expect(where, definition, "name", str)
     clause_ids = _expect(where, definition, "clauses", list)
     unknown = [c for c in clause_ids if c not in specs.clauses]
@@ -550,7 +651,12 @@ def profile_from_definition(definition: Mapping[str, Any], specs: Specs) -> Prof
         if not isinstance(wanted, list) or any(d not in ops_known[op].dtypes for d in wanted):
             raise SpecError(f"{where}: {op}: dtypes must be a list of {list(ops_known[op].dtypes)}, got {wanted!r}")
         dtypes[op] = tuple(d for d in ops_known[op].dtypes if d in wanted)
-    return Profile(name, _expect(where, definition, "description", str, ""), tuple(clause_ids), tuple(op_map), MappingProxyType(dtypes))
+    models = _expect(where, definition, "models", list, [])
+    unknown_models = [m for m in models if m not in specs.models]
+    if unknown_models:
+        raise SpecError(f"{where}: unknown model(s) {unknown_models}")
+    description = _expect(where, definition, "description", str, "")
+    return Profile(name, description, tuple(clause_ids), tuple(op_map), MappingProxyType(dtypes), tuple(models))
 
 
 def claimed_profile(specs: Specs, claims: Mapping[str, Any], base: Profile) -> Profile:
@@ -573,12 +679,13 @@ def claimed_profile(specs: Specs, claims: Mapping[str, Any], base: Profile) -> P
         clauses,
         ops,
         MappingProxyType({op: dtypes[op] for op in ops}),
+        base.models,
     )
 
 
 def profiles_from_file(path: str | Path, specs: Specs) -> dict[str, Profile]:
     """A user's profiles file, in profiles.toml's format; its profiles may extend the spec's."""
-    return _load_profiles(Path(path), specs.clauses, specs.ops, known=specs.profiles)
+    return _load_profiles(Path(path), specs.clauses, specs.ops, known=specs.profiles, models=specs.models)
 
 
 def narrowed(profile: Profile, specs: Specs, ops: Sequence[str] | None, dtypes: Sequence[str] | None) -> Profile:
@@ -612,6 +719,7 @@ def narrowed(profile: Profile, specs: Specs, ops: Sequence[str] | None, dtypes: 
         profile.clauses,
         tuple(table),
         MappingProxyType(table),
+        profile.models,
     )
 
 

@@ -24,24 +24,11 @@ from conformance import oracle
 from conformance.api import BackendUnderTest
 from conformance.api.tensors import to_numpy, to_torch
 from conformance.driver import Driver
-from conformance.programs import ProgramCache, default_cache
+from conformance.programs import ModuleProgram, ProgramCache, module_program
 from conformance.results import Category, CheckFailure
 
-
-@dataclass(frozen=True)
-class ContractProgram:
-    name: str
-    exported: Any
-    inputs: tuple[np.ndarray, ...]
-    ops: frozenset[str]
-    module: Any
-    """The nn.Module it was exported from (eager timing runs this, not the unlifted graph)."""
-
-    def fresh(self):
-        """A private copy for one preprocess call (preprocess may not mutate it, but might)."""
-        from conformance.programs import copy_program
-
-        return copy_program(self.exported)
+ContractProgram = ModuleProgram
+"""A contract program: a small fixed model with its inputs (``conformance.programs.ModuleProgram``)."""
 
 
 def _rng(seed: int) -> np.random.Generator:
@@ -154,24 +141,9 @@ PROBE_OP = "aten.digamma.default"
 
 @functools.cache
 def contract_program(name: str, cache: ProgramCache | None = None) -> ContractProgram:
-    import inspect
-
-    import torch
-
-    from conformance.api.ops import op_name
-
     builder = CONTRACT_PROGRAMS.get(name) or SPECIAL_PROGRAMS[name]
-    module, inputs = builder()
-    key = ("contract", name, inspect.getsource(builder))  # an edited builder is a different program
-    shapes = [tuple(a.shape) for a in inputs]
-
-    def build():
-        return module, [torch.from_numpy(np.array(a)) for a in inputs]
-
     keep = (PROBE_OP,) if name == "unsupported_probe" else ()
-    exported = (cache or default_cache()).get(key, build, shapes, dynamic=False, keep=keep)
-    ops = frozenset(op_name(n.target) for n in exported.graph.nodes if n.op == "call_function")
-    return ContractProgram(name, exported, tuple(inputs), ops, module)
+    return module_program("contract", name, builder, cache=cache, keep=keep)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,6 +175,9 @@ def reference_outputs(exported, inputs, like: list[np.ndarray]) -> list[np.ndarr
         ) from exc
 
 
+CONTRACT_TOLERANCE = oracle.Tolerance(atol=1e-4, rtol=1e-4, reason="contract programs chain several float32 ops")
+
+
 @functools.cache
 def expected_for(name: str) -> tuple[np.ndarray, ...]:
     """The reference's outputs of a contract program, checked against eager first."""
@@ -210,8 +185,7 @@ def expected_for(name: str) -> tuple[np.ndarray, ...]:
     eager = eager_outputs(program.exported, program.inputs)
     ref = reference_outputs(program.exported, program.inputs, eager)
     for i, (r, e) in enumerate(zip(ref, eager)):
-        tol = oracle.Tolerance(atol=1e-4, rtol=1e-4, reason="contract programs chain several float32 ops")
-        cmp = oracle.compare(r, e, tol)
+        cmp = oracle.compare(r, e, CONTRACT_TOLERANCE)
         if not cmp.ok:
             raise CheckFailure(
                 Category.ORACLE_DISAGREEMENT, f"reference and eager disagree on {name} output {i}: {cmp.message}"
@@ -219,16 +193,29 @@ def expected_for(name: str) -> tuple[np.ndarray, ...]:
     return tuple(ref)
 
 
-def compare_outputs(actual, expected, *, what: str, backend: BackendUnderTest | None = None) -> dict:
-    """Compare backend outputs with expected ones; MISMATCH on failure. Returns the worst stats."""
+def compare_outputs(actual, expected, *, what: str, backend: BackendUnderTest | None = None, program: ContractProgram | None = None) -> dict:
+    """Compare backend outputs with expected ones; MISMATCH on failure. Returns the worst stats.
+
+    ``backend`` and ``program`` (run on its own inputs): a MISMATCH also names the first op of the
+    program the backend gets wrong (``conformance.localize``)."""
     if len(actual) != len(expected):
         raise CheckFailure(Category.MISMATCH, f"{what}: {len(actual)} outputs, expected {len(expected)}")
     worst: dict = {}
     for i, (a, e) in enumerate(zip(actual, expected)):
-        tol = oracle.Tolerance(atol=1e-4, rtol=1e-4, reason="contract programs chain several float32 ops")
-        cmp = oracle.compare(np.asarray(a), e, tol)
+        cmp = oracle.compare(np.asarray(a), e, CONTRACT_TOLERANCE)
         if not cmp.ok:
-            raise CheckFailure(Category.MISMATCH, f"{what}: output {i}: {cmp.message}", stats=cmp.stats())
+            message, stats = f"{what}: output {i}: {cmp.message}", cmp.stats()
+            if backend is not None and program is not None:
+                from conformance import localize
+
+                try:
+                    found = localize.localize(backend, program.fresh(), program.inputs, lambda depth: CONTRACT_TOLERANCE)
+                except Exception as exc:  # noqa: BLE001 - the verdict stands without it
+                    message += f"; localization failed: {type(exc).__name__}: {exc}"
+                else:
+                    if found is not None:
+                        message, stats = f"{message}; {found.describe()}", {**stats, "localization": found.stats()}
+            raise CheckFailure(Category.MISMATCH, message, stats=stats)
         if not worst or cmp.max_abs > worst.get("max_abs", 0):
             worst = cmp.stats()
     return worst

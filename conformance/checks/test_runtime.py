@@ -95,7 +95,7 @@ def test_RT_002_round_trip(backend, result):
         ran = driver.execute(loaded, program.inputs, expected)
     finally:
         driver.destroy(loaded)
-    stats = support.compare_outputs(ran.outputs, expected, what=program.name)
+    stats = support.compare_outputs(ran.outputs, expected, what=program.name, backend=backend, program=program)
     result.stats(**stats)
     result.set(timings={"init_ms": loaded.init_ns / 1e6, "execute_ms": ran.execute_ns / 1e6})
 

@@ -37,7 +37,7 @@ from markupsafe import Markup
 
 from conformance.api.scalar_type import DTYPE_ORDER
 from conformance.report import safe
-from conformance.report.markdown import op_dtype_matrix, performance_gaps, performance_table
+from conformance.report.markdown import MODEL_COLUMNS, model_table, op_dtype_matrix, performance_gaps, performance_table
 from conformance.results import COLOURS, FAILURES, INCONCLUSIVE, Category
 from conformance.specs import FAMILIES
 
@@ -200,10 +200,11 @@ def view(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None) ->
         "title": title.strip(),
         "integrity": str((report.get("integrity") or {}).get("sha256", "")),
         "verdict": _verdict(report, state),
-        "toc": _toc(has_failures=failures is not None),
+        "toc": _toc(has_failures=failures is not None, has_models=bool(model_table(report))),
         "failures": failures,
         "counts": _counts(report),
         "failing_clauses": _failing_clauses(report, clauses),
+        "models": {"columns": MODEL_COLUMNS, "rows": model_table(report)},
         "matrix": _matrix(report),
         "clauses": _clause_table(report, clauses),
         "performance": _performance(report),
@@ -310,11 +311,12 @@ def _verdict(report: Mapping[str, Any], state: str) -> dict[str, Any]:
     }
 
 
-def _toc(has_failures: bool = False) -> list[tuple[str, str]]:
+def _toc(has_failures: bool = False, has_models: bool = False) -> list[tuple[str, str]]:
     return [
         *([("failures", "Failures")] if has_failures else []),
         ("counts", "Counts"),
         ("failing-clauses", "Why not certified" if has_failures else "Failing clauses"),
+        *([("models", "Models")] if has_models else []),
         ("matrix", "Operators × dtypes"),
         ("clauses", "Clauses"),
         ("performance", "Performance"),

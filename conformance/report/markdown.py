@@ -138,6 +138,18 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
             tabulate(domain, headers=["op", "dtype", "result", "compared", "refused", "by kind"], tablefmt="github"),
             "",
         ]
+    models = model_table(report)
+    if models:
+        lines += [
+            "## Models",
+            "",
+            "Each model lowered once and run on its own inputs, the edge set and drawn inputs; its outputs against the "
+            "reference within a tolerance of (per-op tolerance x depth). Worst over every output and run; the reference "
+            "is itself checked against eager, and the backend's distance to eager is shown too.",
+            "",
+            tabulate(models, headers=MODEL_COLUMNS, tablefmt="github"),
+            "",
+        ]
     matrix = op_dtype_matrix(report)
     if matrix:
         dtypes = sorted({d for row in matrix.values() for d in row})
@@ -209,6 +221,33 @@ def supported_domain(report: Mapping[str, Any]) -> list[tuple]:
             summary = str(stats.get("refusal_summary", "")).partition(": ")[2]
             rows.append((_cell(r.op or ""), r.dtype or "", r.category.value, int(stats.get("compared") or 0), int(stats["refused"]), _cell(summary)))
     return sorted(rows)
+
+
+MODEL_COLUMNS = ("model", "result", "depth", "runs", "atol = rtol", "max abs", "MAE", "SNR dB", "max abs vs eager", "first diverging op")
+
+
+def model_table(report: Mapping[str, Any]) -> list[tuple]:
+    """One row per MOD result (``MODEL_COLUMNS``): its verdict and its worst statistics over every output."""
+    rows = []
+    for r in sorted((r for r in report.get("results") or [] if (r.get("clause") or "").startswith("MOD-")), key=lambda r: str(r.get("model"))):
+        stats = r.get("stats") or {}
+        outputs = stats.get("outputs") or []
+        eager = stats.get("outputs_vs_eager") or []
+        snrs = [o["snr_db"] for o in outputs if isinstance(o.get("snr_db"), (int, float))]
+        found = stats.get("localization") or {}
+        rows.append((
+            r.get("model"),
+            r.get("category"),
+            stats.get("depth", ""),
+            stats.get("examples", ""),
+            f"{stats['atol']:.2g}" if isinstance(stats.get("atol"), (int, float)) else "",
+            f"{max(o.get('max_abs', 0) for o in outputs):.3g}" if outputs else "",
+            f"{max(o.get('mae', 0) for o in outputs):.3g}" if outputs else "",
+            (f"{min(snrs):.1f}" if snrs else "inf") if outputs else "",
+            f"{max(o.get('max_abs', 0) for o in eager):.3g}" if eager else "",
+            f"{found['node']} ({found['op']})" if found else "",
+        ))  # fmt: skip
+    return rows
 
 
 def op_dtype_matrix(report: Mapping[str, Any]) -> dict[str, dict[str, str]]:

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from conformance import __version__
-from conformance.results import FAILURES, INCONCLUSIVE, CaseResult, Category
+from conformance.results import CHECK_PARAMETERS, FAILURES, INCONCLUSIVE, CaseResult, Category
 from conformance.transport import jsonable
 
 RESULTS_SCHEMA = "torch-backend-conformance/results/1"
@@ -83,7 +83,7 @@ def environment() -> dict[str, Any]:
 
 def result_id(record: Mapping[str, Any]) -> str:
     """A backend-independent, stable id: the check and its parameters other than the backend."""
-    params = [record[k] for k in ("op", "dtype", "program", "runner", "stage") if record.get(k)]
+    params = [record[k] for k in CHECK_PARAMETERS if record.get(k)]
     test = record.get("test") or record.get("clause") or "?"
     return f"{test}[{'|'.join(params)}]" if params else test
 
@@ -315,6 +315,8 @@ def is_mandatory(result: CaseResult, profile, specs) -> bool:
         return result.dtype in profile.dtypes.get(core, ())
     if clause.startswith("PERF-"):
         return False  # performance is measured and gated by diff, not certified
+    if clause.startswith("MOD-"):
+        return clause in profile.clauses and result.model in getattr(profile, "models", ())
     return clause in profile.clauses
 
 
@@ -360,6 +362,8 @@ def verdict(results: Iterable[CaseResult | Mapping[str, Any]], profile, specs) -
             inconclusive.append(r.id)
         elif r.category is Category.NOT_SUPPORTED and r.op:
             unsupported.append(op_dtype)
+        elif r.category is Category.NOT_SUPPORTED and r.model:
+            unsupported.append(f"model {r.model}")
         elif r.category in FAILURES or r.category is Category.NOT_SUPPORTED:  # a refused contract program fails its clause
             failing.append(r.id)
             failing_clauses.add(r.clause)
@@ -369,8 +373,11 @@ def verdict(results: Iterable[CaseResult | Mapping[str, Any]], profile, specs) -
             not_run.append(r.id)
     seen_clauses = {r.clause for r in results}
     for clause in profile.clauses:
-        if clause not in seen_clauses and not clause.startswith("PERF-"):
+        if clause not in seen_clauses and not clause.startswith(("PERF-", "MOD-")):
             not_run.append(clause)
+    seen_models = {(r.clause, r.model) for r in results if (r.clause or "").startswith("MOD-")}
+    for clause in (c for c in profile.clauses if c.startswith("MOD-")):
+        not_run += [f"{clause} {m}" for m in getattr(profile, "models", ()) if (clause, m) not in seen_models]
     seen_num = {(r.op, r.dtype) for r in results if (r.clause or "").startswith("NUM-")}
     for op, dtypes in profile.dtypes.items():
         for dtype in dtypes:
@@ -386,8 +393,9 @@ def verdict(results: Iterable[CaseResult | Mapping[str, Any]], profile, specs) -
             named = ", ".join(clauses[:6]) + (f" and {len(clauses) - 6} more" if len(clauses) > 6 else "")
             parts.append(f"{len(failing)} failing check(s) in {named}")
         if unsupported:
+            kinds = "op x dtype(s)" if not any(u.startswith("model ") for u in unsupported) else "op x dtype(s) or model(s)"
             parts.append(
-                f"{len(unsupported)} mandatory op x dtype(s) not supported"
+                f"{len(unsupported)} mandatory {kinds} not supported"
                 + ("" if profile.name.startswith("claimed") else " (--profile claimed certifies only what the backend claims)")
             )
         if inconclusive:

@@ -211,6 +211,23 @@ def _conv_pads_one_side(input, weight, bias, stride, padding, dilation, transpos
 
 defect("conv_pads_one_side", ["NUM-001"], runtime=_with("aten.convolution.default", _conv_pads_one_side))
 
+
+
+def _depthwise_first_filter(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):  # noqa: A002
+    """A depthwise convolution (one group per channel) that applies the first channel's filter to
+    every channel: a weight-layout bug of the kind depthwise kernels have."""
+    if groups > 1 and groups == input.shape[1] and not transposed:
+        weight = np.broadcast_to(weight[:1], weight.shape).copy()
+    return _conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+
+
+MODEL_DEFECTS: dict[str, BackendUnderTest] = {
+    "depthwise_conv_first_filter": _make("depthwise_conv_first_filter", runtime=_with("aten.convolution.default", _depthwise_first_filter)),
+}
+"""Defects in an interior op of a model (MOD-001 must fail and name the op: tests/test_models.py).
+Not in DEFECTS: the seeded profile has no models, and its one run stays short."""
+globals().update(MODEL_DEFECTS)
+
 _to_copy = KERNELS["aten._to_copy.default"]
 
 
