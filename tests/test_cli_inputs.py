@@ -184,16 +184,27 @@ def test_claimed_profile_selection_and_a_verdict_that_says_why(tmp_path, backend
     assert run("verify", str(report_dir / "report.json")).returncode == 0
 
 
-@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_an_interrupted_run_writes_a_partial_report(tmp_path, how):
+def _deaf_to_ctrl_c():
+    """What a parent may hand on: SIGINT ignored (a background job of a non-interactive shell) and blocked."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+@pytest.mark.parametrize(
+    ("how", "inherited"),
+    [(signal.SIGINT, None), (signal.SIGTERM, None), (signal.SIGINT, _deaf_to_ctrl_c)],
+    ids=["ctrl-c", "sigterm", "ctrl-c, SIGINT ignored and blocked by the parent"],
+)
+def test_an_interrupted_run_writes_a_partial_report(tmp_path, how, inherited):
     """Ctrl-C (SIGINT to the CLI, as a terminal sends it) or a cancelled CI job (SIGTERM): the session
-    is stopped, what finished is kept, the rest is recorded not run, the report says partial (130)."""
+    is stopped, what finished is kept, the rest is recorded not run, the report says partial (130).
+    certify answers SIGINT even when the process that started it ignored or blocked it."""
     out = tmp_path / "out"
     # The full profile (2,000+ checks): the run is still going when the first results are in, however
     # slow or loaded the machine (a smoke run once finished before this loop saw them, under load).
     proc = subprocess.Popen(
         [sys.executable, "-m", "conformance", "certify", "reference", "--profile", "full", "--workers", "1", "--output", str(out)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=inherited,  # noqa: PLW1509
     )
     journal = out / "reference" / "results" / "checks.journal"
     deadline, seen = time.monotonic() + 300, []
