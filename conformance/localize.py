@@ -41,7 +41,7 @@ from conformance import oracle
 from conformance.api.ops import op_name
 from conformance.api.tensors import to_numpy, to_torch
 from conformance.driver import Driver
-from conformance.programs import copy_program, node_depths
+from conformance.programs import assemble, copy_program, node_depths
 from conformance.results import CheckFailure
 
 
@@ -269,8 +269,6 @@ def isolated_program(exported, name: str, eager: dict[str, np.ndarray]):
     outputs), every tensor node it reads a user input, and the inputs that feed it eager's values
     of them (parameters and constants it reads become inputs too)."""
     import torch
-    import torch.utils._pytree as pytree
-    from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
     from torch.export.graph_signature import (
         ExportGraphSignature,
         InputKind,
@@ -295,27 +293,10 @@ def isolated_program(exported, name: str, eager: dict[str, np.ndarray]):
         env[node] = copied
         copied = graph.node_copy(value, lambda n: env[n])
     graph.output((copied,))
-    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
-    real = tuple(to_torch(np.asarray(f)) for f in feeds)
-    return (
-        ExportedProgram(
-            root=gm,
-            graph=gm.graph,
-            graph_signature=ExportGraphSignature(
-                input_specs=input_specs,
-                output_specs=[OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(name=copied.name), target=None)],
-            ),
-            state_dict={},
-            range_constraints={},
-            module_call_graph=[
-                ModuleCallEntry(
-                    "",
-                    ModuleCallSignature([], [], pytree.tree_flatten((real, {}))[1], pytree.tree_flatten((copied.meta["val"],))[1]),
-                )
-            ],
-            example_inputs=(real, {}),
-            constants={},
-        ),
-        feeds,
+    signature = ExportGraphSignature(
+        input_specs=input_specs,
+        output_specs=[OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(name=copied.name), target=None)],
     )
+    real = [to_torch(np.asarray(f)) for f in feeds]
+    return assemble(graph, signature, {}, real, (copied.meta["val"],)), feeds
 

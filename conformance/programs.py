@@ -552,13 +552,14 @@ def build_program(call: Call, *, like: Any = None):
         input_specs=input_specs,
         output_specs=[OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(name=n.name), target=None) for n in results],
     )
-    program = _assemble(graph, signature, state, real_inputs, out)
+    program = assemble(graph, signature, state, real_inputs, out)
     assign_debug_handles(program)
     return program
 
 
-def _assemble(graph, signature, state: dict, real_inputs: list, out: Any):
-    """The ExportedProgram of a graph built here: no range constraints or constants, the module
+def assemble(graph, signature, state: dict, real_inputs: list, out: Any):
+    """The ExportedProgram of a graph built by the harness (a single-op or batch program, an op of a
+    program run alone by conformance.localize): no range constraints or constants, the module
     call graph of a module called with the user inputs as positional arguments, returning ``out``.
 
     Its GraphModule generates its Python code when first used (torch.fx's ``_LazyGraphModule``,
@@ -684,7 +685,7 @@ def batch_program(calls: Sequence[Call], programs: Sequence[Program] | None = No
         input_specs=input_specs,
         output_specs=[OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(name=n.name), target=None) for n in results],
     )
-    program = _assemble(graph, signature, state, real_inputs, tuple(n.meta["val"] for n in results))
+    program = assemble(graph, signature, state, real_inputs, tuple(n.meta["val"] for n in results))
     assign_debug_handles(program)
     inputs = [t.value for call in calls for t in call.inputs()]
     return BatchProgram(

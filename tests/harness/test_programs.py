@@ -115,7 +115,7 @@ def test_built_program_equals_the_exported_one(name):
 
 
 def test_a_built_program_generates_its_code_when_first_used():
-    """The built program's GraphModule compiles its code lazily (programs._assemble): what a backend
+    """The built program's GraphModule compiles its code lazily (programs.assemble): what a backend
     reads or runs of it is what an eager GraphModule gives (code, forward, module(), a deep copy)."""
     call = Call("aten.addmm.default", (Tensor(np.ones(3, np.float32), role="parameter"),
                                        Tensor(np.arange(6, dtype=np.float32).reshape(2, 3)),
