@@ -283,17 +283,23 @@ def load(root: str | Path | None = None) -> Specs:
     )
 
 
+def _tables(path: Path, data: Mapping, kind: str, allowed: set[str]):
+    """(name, table, where) of each ``[kind.NAME]`` table of a spec file, its fields within ``allowed``."""
+    for name, body in _expect(str(path), data, kind, dict).items():
+        where = f"{path}: {kind} {name}"
+        if not isinstance(body, dict):
+            raise SpecError(f"{where}: must be a table ([{kind}.{name}])")
+        _no_extra(where, body, allowed)
+        yield name, body, where
+
+
 def _load_models(path: Path) -> dict[str, ModelSpec]:
     data = _read(path)
     _no_extra(str(path), data, {"defaults", "model"})
     defaults = _expect(str(path), data, "defaults", dict)
     _no_extra(f"{path}: [defaults]", defaults, {"per_op_atol", "per_op_rtol", "examples", "reason"})
     out: dict[str, ModelSpec] = {}
-    for name, body in _expect(str(path), data, "model", dict).items():
-        where = f"{path}: model {name}"
-        if not isinstance(body, dict):
-            raise SpecError(f"{where}: must be a table ([model.{name}])")
-        _no_extra(where, body, {"description", "inputs", "per_op_atol", "per_op_rtol", "examples", "reason"})
+    for name, body, where in _tables(path, data, "model", {"description", "inputs", "per_op_atol", "per_op_rtol", "examples", "reason"}):
         ranges = []
         for i, item in enumerate(_expect(where, body, "inputs", list)):
             if not isinstance(item, dict) or set(item) != {"low", "high"}:
@@ -508,11 +514,7 @@ def _load_profiles(
     data = _read(path)
     _no_extra(str(path), data, {"profile"})
     out: dict[str, Profile] = {}
-    for name, body in _expect(str(path), data, "profile", dict).items():
-        where = f"{path}: profile {name}"
-        if not isinstance(body, dict):
-            raise SpecError(f"{where}: must be a table ([profile.{name}])")
-        _no_extra(where, body, {"description", "clauses", "ops", "dtypes", "extends", "models"})
+    for name, body, where in _tables(path, data, "profile", {"description", "clauses", "ops", "dtypes", "extends", "models"}):
         base = (out.get(body["extends"]) or (known or {}).get(body["extends"])) if "extends" in body else None
         if "extends" in body and base is None:
             raise SpecError(f"{where}: extends {body['extends']!r}, which is not defined above it")

@@ -196,15 +196,16 @@ def view(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None) ->
     state = verdict_state(verdict)
     title = f"{'CERTIFIED' if state == 'certified' else 'NOT CERTIFIED'}: {backend.get('name', '?')} {backend.get('version', '')}"
     failures = _failures_first(report)
+    models = model_table(report)
     return {
         "title": title.strip(),
         "integrity": str((report.get("integrity") or {}).get("sha256", "")),
         "verdict": _verdict(report, state),
-        "toc": _toc(has_failures=failures is not None, has_models=bool(model_table(report))),
+        "toc": _toc(has_failures=failures is not None, has_models=bool(models)),
         "failures": failures,
         "counts": _counts(report),
         "failing_clauses": _failing_clauses(report, clauses),
-        "models": {"columns": MODEL_COLUMNS, "rows": model_table(report)},
+        "models": {"columns": MODEL_COLUMNS, "rows": models},
         "matrix": _matrix(report),
         "clauses": _clause_table(report, clauses),
         "performance": _performance(report),

@@ -316,7 +316,7 @@ def is_mandatory(result: CaseResult, profile, specs) -> bool:
     if clause.startswith("PERF-"):
         return False  # performance is measured and gated by diff, not certified
     if clause.startswith("MOD-"):
-        return clause in profile.clauses and result.model in getattr(profile, "models", ())
+        return clause in profile.clauses and result.model in profile.models
     return clause in profile.clauses
 
 
@@ -377,7 +377,7 @@ def verdict(results: Iterable[CaseResult | Mapping[str, Any]], profile, specs) -
             not_run.append(clause)
     seen_models = {(r.clause, r.model) for r in results if (r.clause or "").startswith("MOD-")}
     for clause in (c for c in profile.clauses if c.startswith("MOD-")):
-        not_run += [f"{clause} {m}" for m in getattr(profile, "models", ()) if (clause, m) not in seen_models]
+        not_run += [f"{clause} {m}" for m in profile.models if (clause, m) not in seen_models]
     seen_num = {(r.op, r.dtype) for r in results if (r.clause or "").startswith("NUM-")}
     for op, dtypes in profile.dtypes.items():
         for dtype in dtypes:
