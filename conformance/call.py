@@ -19,6 +19,8 @@ from conformance.api.scalar_type import dtype_name
 from conformance.api.tensors import to_torch
 
 ROLES = ("input", "parameter")
+DTYPE_ATTRIBUTES = ("dtype", "out_dtype")
+"""Keyword attributes whose values are dtypes, spelled by name ("float16") in a Call."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,7 +74,7 @@ def _literal(value: Any) -> Any:
 class Call:
     """``op(*args, **kwargs)`` with Tensor placeholders for every tensor argument.
 
-    Attribute values that are dtypes are spelled as dtype names ("float16"),
+    Attribute values that are dtypes (``DTYPE_ATTRIBUTES``) are spelled as dtype names ("float16"),
     which ``numpy_args`` and ``torch_args`` turn into each library's dtype.
     """
 
@@ -122,7 +124,7 @@ class Call:
 
         args = _map(self.args, conv)
         kwargs = {k: _map(v, conv) for k, v in self.kwargs.items()}
-        kwargs = {k: numpy_dtype(v) if k == "dtype" and isinstance(v, str) else v for k, v in kwargs.items()}
+        kwargs = {k: numpy_dtype(v) if k in DTYPE_ATTRIBUTES and isinstance(v, str) else v for k, v in kwargs.items()}
         return args, kwargs
 
     def torch_args(self) -> tuple[tuple, dict]:
@@ -130,7 +132,7 @@ class Call:
 
         args = _map(self.args, lambda t: to_torch(t.value))
         kwargs = {k: _map(v, lambda t: to_torch(t.value)) for k, v in self.kwargs.items()}
-        kwargs = {k: torch_dtype(v) if k == "dtype" and isinstance(v, str) else v for k, v in kwargs.items()}
+        kwargs = {k: torch_dtype(v) if k in DTYPE_ATTRIBUTES and isinstance(v, str) else v for k, v in kwargs.items()}
         return args, kwargs
 
     def structure(self, dynamic: bool) -> tuple:

@@ -36,7 +36,7 @@ from conformance import __version__
 from conformance.api.ops import op_name
 from conformance.api.scalar_type import torch_dtype
 from conformance.api.tensors import to_torch
-from conformance.call import Call, Tensor
+from conformance.call import DTYPE_ATTRIBUTES, Call, Tensor
 
 PROGRAM_FORMAT = 4
 """Bump when the way programs are built changes, to invalidate disk caches.
@@ -53,14 +53,27 @@ class HarnessError(RuntimeError):
 # Modules
 
 
+_LIBRARIES = {"quantized_decomposed": "torch.ao.quantization.fx._decomposed"}
+"""Operator namespaces that torch.ops has only once a Python module has defined them (torch.library)."""
+
+
 def _resolve_op(name: str):
+    import importlib
+
     import torch
 
     namespace, op, overload = name.split(".")
+    if namespace in _LIBRARIES:
+        importlib.import_module(_LIBRARIES[namespace])
     try:
         return getattr(getattr(getattr(torch.ops, namespace), op), overload)
     except AttributeError:
         raise HarnessError(f"torch has no operator {name}") from None
+
+
+def _torch_dtypes(kwargs: dict) -> dict:
+    """``kwargs`` with the dtype attributes a Call spells by name as torch dtypes."""
+    return {k: torch_dtype(v) if k in DTYPE_ATTRIBUTES and isinstance(v, str) else v for k, v in kwargs.items()}
 
 
 class OpModule:
@@ -87,8 +100,7 @@ class OpModule:
 
         args = template(call.args)
         kwargs = {k: template(v) for k, v in call.kwargs.items()}
-        if isinstance(kwargs.get("dtype"), str):
-            kwargs["dtype"] = torch_dtype(kwargs["dtype"])
+        kwargs = _torch_dtypes(kwargs)
 
         class Single(torch.nn.Module):
             VARARGS = True
@@ -528,8 +540,7 @@ def build_program(call: Call, *, like: Any = None):
         return a
 
     kwargs = {k: as_node(v) for k, v in call.kwargs.items()}
-    if isinstance(kwargs.get("dtype"), str):
-        kwargs["dtype"] = torch_dtype(kwargs["dtype"])
+    kwargs = _torch_dtypes(kwargs)
     args, kwargs = _as_traced(op, list(as_node(call.args)), kwargs)
     for node in graph.nodes:
         node.meta["val"] = fakes[node.name]

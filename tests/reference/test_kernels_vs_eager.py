@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from conformance import oracle, specs
+from conformance.programs import _resolve_op
 from conformance.api.tensors import to_numpy
 from conformance.strategies import Call, Tensor, calls
 from reference_backend.kernels import KERNELS
@@ -64,8 +64,7 @@ def _relayout(call: Call, how: str) -> Call:
 def test_kernel_matches_eager(spec, name, dtype):
     # An inner @given: hypothesis' pytest plugin re-wraps a decorated test's settings for
     # every parametrized case, and over a thousand cases that chain overflows the stack.
-    namespace, op, overload = name.split(".")
-    overload_fn = getattr(getattr(getattr(torch.ops, namespace), op), overload)
+    overload_fn = _resolve_op(name)
 
     @settings(max_examples=min(settings().max_examples, spec.max_examples or settings().max_examples))
     @given(data=st.data())

@@ -5,9 +5,9 @@ from __future__ import annotations
 import inspect
 
 import pytest
-import torch
 
 from conformance import specs
+from conformance.programs import _resolve_op
 from conformance.strategies import SIGNATURES, calls
 from reference_backend import supported_ops
 from reference_backend.kernels import EDGE_ALIASES, KERNELS
@@ -40,8 +40,7 @@ _PLACEMENT = {"device", "layout", "pin_memory", "memory_format", "non_blocking"}
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_kernel_parameters_are_the_schema_arguments(name):
-    namespace, op, overload = name.split(".")
-    schema = getattr(getattr(getattr(torch.ops, namespace), op), overload)._schema
+    schema = _resolve_op(name)._schema
     expected = [a.name for a in schema.arguments if a.name not in _PLACEMENT]
     params = inspect.signature(KERNELS[name]).parameters.values()
     names = [p.name for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
