@@ -34,6 +34,7 @@ _FAMILY_MODULES = (
     "indexing",
     "shape",
     "creation",
+    "quantized",
 )
 
 

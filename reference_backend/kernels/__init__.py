@@ -14,6 +14,7 @@ from . import (  # noqa: F401  (registration by import)
     linalg,
     normalization,
     pooling,
+    quantized,
     reduction,
     shape,
     sorting,
