@@ -239,6 +239,20 @@ def _cast_rounds(self, *, dtype=None):
 
 defect("float_to_int_cast_rounds", ["NUM-001"], runtime=_with("aten._to_copy.default", _cast_rounds))
 
+def _quantize_half_away_from_zero(input, scale, zero_point, quant_min, quant_max, dtype):
+    scaled = np.asarray(input).astype(np.float32) * np.float32(1.0 / scale)
+    wide = scaled.astype(np.float64)
+    rounded = np.copysign(np.floor(np.abs(wide) + 0.5), wide).astype(np.float32)  # C's roundf, not half to even
+    shifted = rounded + np.float32(zero_point)
+    return np.clip(shifted, np.float32(quant_min), np.float32(quant_max)).astype(dtype)
+
+
+defect(
+    "quantize_rounds_half_away_from_zero",
+    ["NUM-001"],
+    runtime=_with("quantized_decomposed.quantize_per_tensor.default", _quantize_half_away_from_zero),
+)
+
 # -- PRE: the ahead-of-time half ----------------------------------------------------------------
 
 
