@@ -205,6 +205,18 @@ def compare(backend, spec, op: str, outputs, expected) -> tuple[Compared, ...]:
     return tuple(out)
 
 
+def _input_at(call, comparison) -> str:
+    """", where the first tensor holds <value>" when the worst element has a counterpart in the call's
+    first tensor argument (the same shape: an elementwise op), naming the input that went wrong (a
+    tie, a subnormal), which the output values alone do not show."""
+    tensors = call.tensors()
+    index = comparison.worst_index
+    if index is None or not tensors or tuple(tensors[0].value.shape) != tuple(comparison.shape):
+        return ""
+    value = tensors[0].value[tuple(index)]
+    return f", where the first tensor holds {value.item() if value.dtype.kind in 'biu' else float(value)!r}"
+
+
 def run(
     backend,
     spec,
@@ -264,5 +276,5 @@ def _run(backend, spec, call, prepared: Prepared, layout: str, blob: bytes | Non
     differing = next((c for c in comparisons if not c.ok), None)
     if differing is None:
         return Outcome(Category.PASS, **ran)
-    message = f"{call.describe()} output {differing.index}: {differing.comparison.message}"
+    message = f"{call.describe()} output {differing.index}: {differing.comparison.message}{_input_at(call, differing.comparison)}"
     return Outcome(Category.MISMATCH, message, detail=differing.comparison.message, stats=differing.comparison.stats(), **ran)
