@@ -14,8 +14,8 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from conformance import oracle, specs
-from conformance.programs import _resolve_op
 from conformance.api.tensors import to_numpy
+from conformance.programs import _resolve_op
 from conformance.strategies import Call, Tensor, calls
 from reference_backend.kernels import KERNELS
 
