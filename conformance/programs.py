@@ -431,16 +431,17 @@ class ModuleProgram:
 
 
 def module_program(kind: str, name: str, builder: Callable[[], tuple[Any, tuple]], *, cache: ProgramCache | None = None,
-                   keep: Sequence[str] = ()) -> ModuleProgram:
+                   keep: Sequence[str] = (), source: str | None = None) -> ModuleProgram:
     """The program of ``builder()``'s module on its inputs, exported once with static shapes
     through the program cache (core ATen but for ``keep``), keyed by ``kind``, ``name`` and the
-    builder's source: an edited builder is a different program."""
+    builder's source (or ``source``, for a builder that is a closure over other code): an edited
+    builder is a different program."""
     import inspect
 
     import torch
 
     module, inputs = builder()
-    key = (kind, name, inspect.getsource(builder))
+    key = (kind, name, inspect.getsource(builder) if source is None else source)
     shapes = [tuple(a.shape) for a in inputs]
 
     def build():

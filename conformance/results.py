@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
 
-CLAUSE_FAMILIES = ("PRE", "RT", "REG", "DBG", "NUM", "MOD", "PERF", "LAZY")
+CLAUSE_FAMILIES = ("PRE", "RT", "REG", "DBG", "NUM", "MOD", "QNT", "PERF", "LAZY")
+"""The families of contract clauses (specs/interface.toml IDs look like PRE-001)."""
 CHECK_PARAMETERS = ("op", "dtype", "program", "model", "runner", "stage")
 """A check's parameters other than the backend, in the order its id names them (``test[op|dtype]``)."""
-"""The families of contract clauses (specs/interface.toml IDs look like PRE-001)."""
 CLAUSE_PATTERN = re.compile(rf"^({'|'.join(CLAUSE_FAMILIES)})-[0-9]{{3}}$")
 
 
@@ -134,7 +134,11 @@ class CaseResult:
     op: str | None = _field("the ATen overload a NUM check compares", {"type": "string"})
     dtype: str | None = _field("the dtype a NUM check compares", {"type": "string"})
     program: str | None = _field("the contract program a check runs (mlp, chain, conv_block, attention)", {"type": "string"})
-    model: str | None = _field("the model a MOD check runs (specs/models.toml, conformance/models.py)", {"type": "string"})
+    model: str | None = _field(
+        "the model a MOD check runs (specs/models.toml, conformance/models.py), or the quantized program a QNT check runs "
+        "(specs/quantized.toml, conformance/quantize.py)",
+        {"type": "string"},
+    )
     runner: str | None = _field("who a PERF check times: backend, reference or eager", {"type": "string"})
     stage: str | None = _field("the contract call a check measures (preprocess, init, execute)", {"type": "string"})
     failed_stage: str | None = _field(

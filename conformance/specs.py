@@ -3,6 +3,7 @@
 specs/interface.toml   contract clauses with stable IDs
 specs/ops/*.toml       operator specs, one file per family
 specs/models.toml      models of the MOD clauses (conformance/models.py builds them)
+specs/quantized.toml   quantized int8 programs of the QNT clauses (conformance/quantize.py builds them)
 specs/profiles.toml    certification profiles
 
 A broken spec file is refused with a message naming the file, the entry and the
@@ -151,6 +152,8 @@ class Profile:
     """op -> mandatory dtypes."""
     models: tuple[str, ...] = ()
     """Mandatory models (the MOD clauses run each)."""
+    quantized: tuple[str, ...] = ()
+    """Mandatory quantized programs (specs/quantized.toml: the QNT clauses run each)."""
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,30 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
+class QuantizedSpec:
+    """A quantized int8 program of the QNT clauses (specs/quantized.toml; conformance/quantize.py
+    builds it): an operator pattern (kind "op") or a model of models.toml (kind "model")."""
+
+    name: str
+    kind: str
+    description: str
+    inputs: tuple[InputRange, ...]
+    """One range per input (a model's are its models.toml ranges)."""
+    lsb: float
+    """An output passes within this many quantization steps of the reference (``tolerance``)."""
+    examples: int
+    reason: str = ""
+    source: str = ""
+
+    def tolerance(self, scale: float):
+        """The tolerance of an output whose dequantize has ``scale``: ``lsb`` steps of it."""
+        from conformance.oracle import Tolerance
+
+        return Tolerance(atol=self.lsb * scale, rtol=0.0, reason=f"{self.lsb:g} quantization step(s) of {scale:.4g}: {self.reason}",
+                         source="quantized spec")
+
+
+@dataclass(frozen=True)
 class Specs:
     root: Path
     clauses: Mapping[str, Clause]
@@ -196,6 +223,7 @@ class Specs:
     digest: str
     """sha256 over every spec file: the spec version a report carries."""
     models: Mapping[str, ModelSpec] = field(default_factory=lambda: MappingProxyType({}))
+    quantized: Mapping[str, QuantizedSpec] = field(default_factory=lambda: MappingProxyType({}))
 
     def op(self, name: str) -> OpSpec:
         """The spec of an overload, looked up by its core name or an Edge spelling."""
@@ -255,8 +283,7 @@ def load(root: str | Path | None = None) -> Specs:
     if not (root / "interface.toml").exists():
         raise SpecError(f"{root}: no interface.toml; pass --specs with the specs/ directory")
     files = [root / "interface.toml", root / "profiles.toml", *sorted((root / "ops").glob("*.toml"))]
-    if (root / "models.toml").exists():
-        files.append(root / "models.toml")
+    files += [root / name for name in ("models.toml", "quantized.toml") if (root / name).exists()]
     digest = hashlib.sha256()
     for f in files:
         digest.update(f.relative_to(root).as_posix().encode())
@@ -264,7 +291,7 @@ def load(root: str | Path | None = None) -> Specs:
     clauses = _load_clauses(root / "interface.toml")
     ops: dict[str, OpSpec] = {}
     for f in files[2:]:
-        if f.name == "models.toml" and f.parent == root:
+        if f.name in ("models.toml", "quantized.toml") and f.parent == root:
             continue
         for spec in _load_ops(f):
             for name in spec.names:
@@ -272,7 +299,8 @@ def load(root: str | Path | None = None) -> Specs:
                     raise SpecError(f"{spec.source}: op {name} is specified twice")
             ops[spec.name] = spec
     models = _load_models(root / "models.toml") if (root / "models.toml").exists() else {}
-    profiles = _load_profiles(root / "profiles.toml", clauses, ops, models=models)
+    quantized = _load_quantized(root / "quantized.toml", models) if (root / "quantized.toml").exists() else {}
+    profiles = _load_profiles(root / "profiles.toml", clauses, ops, models=models, quantized=quantized)
     return Specs(
         root=root,
         clauses=MappingProxyType(clauses),
@@ -280,6 +308,7 @@ def load(root: str | Path | None = None) -> Specs:
         profiles=MappingProxyType(profiles),
         digest=digest.hexdigest(),
         models=MappingProxyType(models),
+        quantized=MappingProxyType(quantized),
     )
 
 
@@ -293,6 +322,55 @@ def _tables(path: Path, data: Mapping, kind: str, allowed: set[str]):
         yield name, body, where
 
 
+def _ranges(where: str, items: list) -> tuple[InputRange, ...]:
+    ranges = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or set(item) != {"low", "high"}:
+            raise SpecError(f"{where}: inputs[{i}] must be a table {{ low = ..., high = ... }}, got {item!r}")
+        low, high = (_expect(f"{where}: inputs[{i}]", item, k, (int, float)) for k in ("low", "high"))
+        if not low < high:
+            raise SpecError(f"{where}: inputs[{i}]: low ({low}) must be below high ({high})")
+        ranges.append(InputRange(low, high))
+    return tuple(ranges)
+
+
+def _load_quantized(path: Path, models: Mapping[str, ModelSpec]) -> dict[str, QuantizedSpec]:
+    data = _read(path)
+    _no_extra(str(path), data, {"defaults", "program"})
+    defaults = _expect(str(path), data, "defaults", dict)
+    _no_extra(f"{path}: [defaults]", defaults, {"lsb", "examples", "reason"})
+    out: dict[str, QuantizedSpec] = {}
+    for name, body, where in _tables(path, data, "program", {"kind", "description", "inputs", "lsb", "examples", "reason"}):
+        kind = _expect(where, body, "kind", str)
+        if kind == "op":
+            inputs = _ranges(where, _expect(where, body, "inputs", list))
+        elif kind == "model":
+            if name not in models:
+                raise SpecError(f"{where}: kind \"model\" names a model of models.toml; {with_suggestion(name, models)} is not one")
+            if "inputs" in body:
+                raise SpecError(f"{where}: a model's inputs are its models.toml ranges; remove inputs")
+            inputs = models[name].inputs
+        else:
+            raise SpecError(f"{where}: kind must be \"op\" or \"model\", got {kind!r}")
+        lsb = _expect(where, body, "lsb", (int, float), _expect(f"{path}: [defaults]", defaults, "lsb", (int, float)))
+        if not lsb >= 0:
+            raise SpecError(f"{where}: lsb must be 0 or more, got {lsb}")
+        examples = _expect(where, body, "examples", int, _expect(f"{path}: [defaults]", defaults, "examples", int))
+        if examples < 0:
+            raise SpecError(f"{where}: examples must be 0 or more, got {examples}")
+        out[name] = QuantizedSpec(
+            name=name,
+            kind=kind,
+            description=_expect(where, body, "description", str),
+            inputs=inputs,
+            lsb=float(lsb),
+            examples=examples,
+            reason=_expect(where, body, "reason", str, _expect(f"{path}: [defaults]", defaults, "reason", str, "")),
+            source=str(path),
+        )
+    return out
+
+
 def _load_models(path: Path) -> dict[str, ModelSpec]:
     data = _read(path)
     _no_extra(str(path), data, {"defaults", "model"})
@@ -300,14 +378,7 @@ def _load_models(path: Path) -> dict[str, ModelSpec]:
     _no_extra(f"{path}: [defaults]", defaults, {"per_op_atol", "per_op_rtol", "examples", "reason"})
     out: dict[str, ModelSpec] = {}
     for name, body, where in _tables(path, data, "model", {"description", "inputs", "per_op_atol", "per_op_rtol", "examples", "reason"}):
-        ranges = []
-        for i, item in enumerate(_expect(where, body, "inputs", list)):
-            if not isinstance(item, dict) or set(item) != {"low", "high"}:
-                raise SpecError(f"{where}: inputs[{i}] must be a table {{ low = ..., high = ... }}, got {item!r}")
-            low, high = (_expect(f"{where}: inputs[{i}]", item, k, (int, float)) for k in ("low", "high"))
-            if not low < high:
-                raise SpecError(f"{where}: inputs[{i}]: low ({low}) must be below high ({high})")
-            ranges.append(InputRange(low, high))
+        ranges = _ranges(where, _expect(where, body, "inputs", list))
         numbers = {}
         for key in ("per_op_atol", "per_op_rtol"):
             value = _expect(where, body, key, (int, float), _expect(f"{path}: [defaults]", defaults, key, (int, float)))
@@ -320,7 +391,7 @@ def _load_models(path: Path) -> dict[str, ModelSpec]:
         out[name] = ModelSpec(
             name=name,
             description=_expect(where, body, "description", str),
-            inputs=tuple(ranges),
+            inputs=ranges,
             examples=examples,
             reason=_expect(where, body, "reason", str, _expect(f"{path}: [defaults]", defaults, "reason", str, "")),
             source=str(path),
@@ -508,13 +579,15 @@ def _load_profiles(
     ops: Mapping[str, OpSpec],
     known: Mapping[str, Profile] | None = None,
     models: Mapping[str, ModelSpec] | None = None,
+    quantized: Mapping[str, QuantizedSpec] | None = None,
 ) -> dict[str, Profile]:
     """The profiles of a profiles.toml; ``known`` (the spec's own) may be extended by a user's file."""
     models = models or {}
+    quantized = quantized or {}
     data = _read(path)
     _no_extra(str(path), data, {"profile"})
     out: dict[str, Profile] = {}
-    for name, body, where in _tables(path, data, "profile", {"description", "clauses", "ops", "dtypes", "extends", "models"}):
+    for name, body, where in _tables(path, data, "profile", {"description", "clauses", "ops", "dtypes", "extends", "models", "quantized"}):
         base = (out.get(body["extends"]) or (known or {}).get(body["extends"])) if "extends" in body else None
         if "extends" in body and base is None:
             raise SpecError(f"{where}: extends {body['extends']!r}, which is not defined above it")
@@ -547,16 +620,8 @@ def _load_profiles(
             unknown = sorted(set(dtype_field) - set(selected))
             if unknown:
                 raise SpecError(f"{where}: dtypes given for ops the profile does not select: {unknown}")
-        model_names = list(base.models) if base else []
-        model_field = _expect(where, body, "models", (list, str), [])
-        if model_field == "all":
-            model_field = list(models)
-        elif isinstance(model_field, str):
-            raise SpecError(f"{where}: models must be 'all' or a list of model names")
-        unknown = [m for m in model_field if m not in models]
-        if unknown:
-            raise SpecError(f"{where}: unknown model(s) {', '.join(with_suggestion(m, models) for m in unknown)}")
-        model_names += [m for m in model_field if m not in model_names]
+        model_names = _names(where, body, "models", models, list(base.models) if base else [])
+        quantized_names = _names(where, body, "quantized", quantized, list(base.quantized) if base else [])
         out[name] = Profile(
             name=name,
             description=_expect(where, body, "description", str),
@@ -564,8 +629,22 @@ def _load_profiles(
             ops=tuple(op_names),
             dtypes=MappingProxyType(dtypes),
             models=tuple(model_names),
+            quantized=tuple(quantized_names),
         )
     return out
+
+
+def _names(where: str, body: Mapping, key: str, known: Mapping, names: list[str]) -> list[str]:
+    """A profile's ``models`` or ``quantized``: "all" or a list of names ``known`` defines, after ``names`` (its base's)."""
+    field_ = _expect(where, body, key, (list, str), [])
+    if field_ == "all":
+        field_ = list(known)
+    elif isinstance(field_, str):
+        raise SpecError(f"{where}: {key} must be 'all' or a list of names")
+    unknown = [m for m in field_ if m not in known]
+    if unknown:
+        raise SpecError(f"{where}: unknown {key} program(s) {', '.join(with_suggestion(m, known) for m in unknown)}")
+    return names + [m for m in field_ if m not in names]
 
 
 def _match(pattern: str, clauses: Mapping[str, Clause]) -> list[str]:
@@ -579,8 +658,14 @@ def _select_ops(where: str, value: list | str, ops: Mapping[str, OpSpec]) -> lis
         return sorted(ops)
     if value == "core":
         return sorted(name for name, spec in ops.items() if spec.core)
+    if isinstance(value, str) and value.startswith("family:"):
+        family = value.removeprefix("family:")
+        chosen = sorted(name for name, spec in ops.items() if spec.family == family)
+        if not chosen:
+            raise SpecError(f"{where}: ops {value!r}: no op spec is of family {family!r}")
+        return chosen
     if isinstance(value, str):
-        raise SpecError(f"{where}: ops must be 'all', 'core' or a list of op names")
+        raise SpecError(f"{where}: ops must be 'all', 'core', 'family:NAME' or a list of op names")
     unknown = [o for o in value if o not in ops]
     if unknown:
         raise SpecError(f"{where}: unknown op(s) {', '.join(with_suggestion(o, ops) for o in unknown)}")
@@ -629,6 +714,7 @@ def profile_definition(profile: Profile) -> dict[str, Any]:
         "clauses": list(profile.clauses),
         "ops": {op: list(profile.dtypes.get(op, ())) for op in profile.ops},
         **({"models": list(profile.models)} if profile.models else {}),
+        **({"quantized": list(profile.quantized)} if profile.quantized else {}),
     }
 
 
@@ -637,7 +723,7 @@ def profile_from_definition(definition: Mapping[str, Any], specs: Specs) -> Prof
     where = f"profile definition {definition.get('name')!r}" if isinstance(definition, Mapping) else "profile definition"
     if not isinstance(definition, Mapping):
         raise SpecError(f"{where}: must be an object")
-    _no_extra(where, definition, {"name", "description", "clauses", "ops", "models"})
+    _no_extra(where, definition, {"name", "description", "clauses", "ops", "models", "quantized"})
     name = _expect(where, definition, "name", str)
     clause_ids = _expect(where, definition, "clauses", list)
     unknown = [c for c in clause_ids if c not in specs.clauses]
@@ -657,8 +743,12 @@ def profile_from_definition(definition: Mapping[str, Any], specs: Specs) -> Prof
     unknown_models = [m for m in models if m not in specs.models]
     if unknown_models:
         raise SpecError(f"{where}: unknown model(s) {unknown_models}")
+    quantized = _expect(where, definition, "quantized", list, [])
+    unknown_quantized = [m for m in quantized if m not in specs.quantized]
+    if unknown_quantized:
+        raise SpecError(f"{where}: unknown quantized program(s) {unknown_quantized}")
     description = _expect(where, definition, "description", str, "")
-    return Profile(name, description, tuple(clause_ids), tuple(op_map), MappingProxyType(dtypes), tuple(models))
+    return Profile(name, description, tuple(clause_ids), tuple(op_map), MappingProxyType(dtypes), tuple(models), tuple(quantized))
 
 
 def claimed_profile(specs: Specs, claims: Mapping[str, Any], base: Profile) -> Profile:
@@ -682,12 +772,13 @@ def claimed_profile(specs: Specs, claims: Mapping[str, Any], base: Profile) -> P
         ops,
         MappingProxyType({op: dtypes[op] for op in ops}),
         base.models,
+        base.quantized,
     )
 
 
 def profiles_from_file(path: str | Path, specs: Specs) -> dict[str, Profile]:
     """A user's profiles file, in profiles.toml's format; its profiles may extend the spec's."""
-    return _load_profiles(Path(path), specs.clauses, specs.ops, known=specs.profiles, models=specs.models)
+    return _load_profiles(Path(path), specs.clauses, specs.ops, known=specs.profiles, models=specs.models, quantized=specs.quantized)
 
 
 def narrowed(profile: Profile, specs: Specs, ops: Sequence[str] | None, dtypes: Sequence[str] | None) -> Profile:
@@ -722,6 +813,7 @@ def narrowed(profile: Profile, specs: Specs, ops: Sequence[str] | None, dtypes: 
         tuple(table),
         MappingProxyType(table),
         profile.models,
+        profile.quantized,
     )
 
 

@@ -63,12 +63,12 @@ def test_a_wrong_depthwise_convolution_is_localized_in_mobilenet(tmp_path):
 
 
 def test_edge_and_drawn_inputs_keep_to_the_spec():
-    from conformance.checks.test_models import drawn_inputs, edge_inputs
+    from conformance.checks._whole import drawn_inputs, edge_inputs
 
     spec, program = SPEC.models["text_classifier"], model_program("text_classifier")
-    edges = dict(edge_inputs(spec, program.inputs))
+    edges = dict(edge_inputs(spec.inputs, program.inputs))
     assert set(edges) == {"low", "high", "zeros"}
     assert edges["high"][0].max() == 99 and edges["high"][0].dtype == np.int64  # token ids below the vocabulary size
-    drawn = drawn_inputs(spec, program.inputs, 7)[0]
+    drawn = drawn_inputs(spec.inputs, program.inputs, 7)[0]
     assert drawn.shape == program.inputs[0].shape and 0 <= drawn.min() and drawn.max() < 100
-    assert not np.array_equal(drawn, drawn_inputs(spec, program.inputs, 8)[0])
+    assert not np.array_equal(drawn, drawn_inputs(spec.inputs, program.inputs, 8)[0])

@@ -317,6 +317,8 @@ def is_mandatory(result: CaseResult, profile, specs) -> bool:
         return False  # performance is measured and gated by diff, not certified
     if clause.startswith("MOD-"):
         return clause in profile.clauses and result.model in profile.models
+    if clause.startswith("QNT-"):
+        return clause in profile.clauses and result.model in profile.quantized
     return clause in profile.clauses
 
 
@@ -343,6 +345,14 @@ def summarize(results: Iterable[CaseResult | Mapping[str, Any]]) -> dict[str, An
     }
 
 
+def quantized_programs(clause: str, profile, specs) -> tuple[str, ...]:
+    """The quantized programs of ``profile`` a QNT clause runs: QNT-001 the operator patterns,
+    QNT-002 the models, QNT-003 every one (conformance/checks/test_quantized.py)."""
+    kind = {"QNT-001": "op", "QNT-002": "model"}.get(clause)
+    quantized = getattr(specs, "quantized", {}) or {}
+    return tuple(n for n in profile.quantized if kind is None or (n in quantized and quantized[n].kind == kind))
+
+
 def verdict(results: Iterable[CaseResult | Mapping[str, Any]], profile, specs) -> dict[str, Any]:
     """Certified for the profile, or why not, reason first: failing checks (by clause), mandatory
     op x dtype the backend does not support, inconclusive results, mandatory checks not run."""
@@ -363,7 +373,7 @@ def verdict(results: Iterable[CaseResult | Mapping[str, Any]], profile, specs) -
         elif r.category is Category.NOT_SUPPORTED and r.op:
             unsupported.append(op_dtype)
         elif r.category is Category.NOT_SUPPORTED and r.model:
-            unsupported.append(f"model {r.model}")
+            unsupported.append(f"{'quantized' if (r.clause or '').startswith('QNT-') else 'model'} {r.model}")
         elif r.category in FAILURES or r.category is Category.NOT_SUPPORTED:  # a refused contract program fails its clause
             failing.append(r.id)
             failing_clauses.add(r.clause)
@@ -373,11 +383,12 @@ def verdict(results: Iterable[CaseResult | Mapping[str, Any]], profile, specs) -
             not_run.append(r.id)
     seen_clauses = {r.clause for r in results}
     for clause in profile.clauses:
-        if clause not in seen_clauses and not clause.startswith(("PERF-", "MOD-")):
+        if clause not in seen_clauses and not clause.startswith(("PERF-", "MOD-", "QNT-")):
             not_run.append(clause)
-    seen_models = {(r.clause, r.model) for r in results if (r.clause or "").startswith("MOD-")}
-    for clause in (c for c in profile.clauses if c.startswith("MOD-")):
-        not_run += [f"{clause} {m}" for m in profile.models if (clause, m) not in seen_models]
+    seen_models = {(r.clause, r.model) for r in results if (r.clause or "").startswith(("MOD-", "QNT-"))}
+    for clause in (c for c in profile.clauses if c.startswith(("MOD-", "QNT-"))):
+        planned = profile.models if clause.startswith("MOD-") else quantized_programs(clause, profile, specs)
+        not_run += [f"{clause} {m}" for m in planned if (clause, m) not in seen_models]
     seen_num = {(r.op, r.dtype) for r in results if (r.clause or "").startswith("NUM-")}
     for op, dtypes in profile.dtypes.items():
         for dtype in dtypes:
@@ -393,7 +404,7 @@ def verdict(results: Iterable[CaseResult | Mapping[str, Any]], profile, specs) -
             named = ", ".join(clauses[:6]) + (f" and {len(clauses) - 6} more" if len(clauses) > 6 else "")
             parts.append(f"{len(failing)} failing check(s) in {named}")
         if unsupported:
-            kinds = "op x dtype(s)" if not any(u.startswith("model ") for u in unsupported) else "op x dtype(s) or model(s)"
+            kinds = "op x dtype(s)" if not any(u.startswith(("model ", "quantized ")) for u in unsupported) else "op x dtype(s) or program(s)"
             parts.append(
                 f"{len(unsupported)} mandatory {kinds} not supported"
                 + ("" if profile.name.startswith("claimed") else " (--profile claimed certifies only what the backend claims)")

@@ -1,0 +1,127 @@
+"""QNT: quantized int8 programs end to end, within a stated number of quantization steps.
+
+One check per quantized program of the profile (specs/quantized.toml; conformance/quantize.py
+builds them with PyTorch 2 export quantization and ExecuTorch's XNNPACKQuantizer): QNT-001 for
+the operator patterns, QNT-002 for the quantized models, and QNT-003 for every program's outputs
+lying on the quantization grid of the dequantize that produces them. Each is lowered once and run
+on its own inputs, on the edge set (every input at the ends of its calibrated range, zeros, and
+past the range, where the input quantize clamps) and on drawn inputs, like MOD (``_whole``): the
+reference is checked against eager first, every output compared with the reference within
+``lsb`` steps of its scale, statistics kept in steps too (``max_lsb``), a difference localized.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.results import Category, CheckFailure
+
+from . import _whole
+
+KINDS = {"QNT_001": "op", "QNT_002": "model"}
+"""Which programs a check runs: QNT-001 the operator patterns, QNT-002 the models, QNT-003 all."""
+
+
+def pytest_generate_tests(metafunc):
+    if "model" not in metafunc.fixturenames:
+        return
+    from conformance.plugin import state
+
+    st_ = state(metafunc.config)
+    kind = next((k for test, k in KINDS.items() if test in metafunc.function.__name__), None)
+    names = [n for n in st_.profile.quantized if kind is None or st_.specs.quantized[n].kind == kind]
+    metafunc.parametrize("model", names, ids=names)
+
+
+def _program(spec):
+    from conformance.quantize import QuantizerMissing, quantized_program
+
+    try:
+        quantized = quantized_program(spec.name, spec.kind, spec.inputs)
+    except QuantizerMissing as exc:
+        raise CheckFailure(Category.HARNESS_ERROR, f"{spec.name}: {exc}") from exc
+    except Exception as exc:
+        raise CheckFailure(Category.HARNESS_ERROR, f"{spec.name}: the quantized program did not build: {type(exc).__name__}: {exc}") from exc
+    if any(g is None for g in quantized.grids):
+        raise CheckFailure(
+            Category.HARNESS_ERROR,
+            f"{spec.name}: an output is not produced by a per-tensor dequantize, so it has no quantization grid "
+            "to state a tolerance in (specs/quantized.toml lists only programs whose outputs are quantized)",
+        )
+    return quantized
+
+
+def _run(backend, result, spec, *, grid_only: bool) -> None:
+    """QNT-001/002 (``grid_only`` False): the outputs against the reference in quantization steps;
+    QNT-003 (``grid_only``): every run's outputs on their grids, whatever their distance."""
+    quantized = _program(spec)
+    program, grids = quantized.program, quantized.grids
+    tolerances = [spec.tolerance(g.scale) for g in grids]
+    result.stats(
+        quantizer="XNNPACKQuantizer (symmetric, per-channel weights)",
+        depth=program.depth,
+        nodes=sum(1 for n in program.exported.graph.nodes if n.op == "call_function"),
+        lsb=spec.lsb,
+        grids=[{"scale": g.scale, "zero_point": g.zero_point, "quant_min": g.quant_min, "quant_max": g.quant_max} for g in grids],
+    )
+
+    def on_grid(label: str, outputs: list[np.ndarray]) -> None:
+        for i, (out, grid) in enumerate(zip(outputs, grids)):
+            bad = grid.off_grid(out)
+            if bad.any():
+                where = tuple(int(k) for k in np.argwhere(bad)[0])
+                value = float(out[where])
+                raise CheckFailure(
+                    Category.MISMATCH,
+                    f"quantized {spec.name} [{label}] output {i}: {int(bad.sum())} of {out.size} values are off the grid of "
+                    f"its dequantize (scale {grid.scale:.6g}, zero point {grid.zero_point}, range [{grid.quant_min}, "
+                    f"{grid.quant_max}]); the first, at index {list(where)}, is {value!r}: "
+                    f"{grid.steps(value) - grid.zero_point:.4f} steps from zero, not a whole number of steps in range",
+                    stats={"off_grid": int(bad.sum()), "output": i, "index": list(where), "value": value},
+                )
+
+    subject = _whole.Subject(
+        label=f"quantized {spec.name}",
+        seed_key=f"QNT|{spec.name}",
+        program=program,
+        ranges=spec.inputs,
+        examples=spec.examples,
+        tolerances=tolerances,
+        localize_tolerance=lambda depth: tolerances[0],
+        edges=_whole.edge_inputs(spec.inputs, program.inputs, past=True),
+        on_outputs=on_grid if grid_only else None,
+        judge_values=not grid_only,
+    )
+    try:
+        _whole.check(backend, result, subject, lambda: _whole.unclaimed(backend, program))
+    except CheckFailure as exc:
+        if exc.category is Category.MISMATCH and "max_abs" in exc.stats:
+            exc.stats["max_lsb"] = round(float(exc.stats["max_abs"]) / grids[0].scale, 3)
+        raise
+    finally:
+        result.stats(**_max_lsb(result.record.stats, grids))
+
+
+def _max_lsb(stats: dict, grids) -> dict:
+    """The worst error in quantization steps over every run and output, against the reference and eager."""
+    out = {}
+    for key, name in (("outputs", "max_lsb"), ("outputs_vs_eager", "max_lsb_vs_eager")):
+        outputs = stats.get(key) or []
+        if outputs:
+            out[name] = round(max(float(o.get("max_abs", 0.0)) / g.scale for o, g in zip(outputs, grids)), 3)
+    return out
+
+
+def test_QNT_001_quantized_op_matches_reference(backend, result, model, specs):
+    result.set(model=model)
+    _run(backend, result, specs.quantized[model], grid_only=False)
+
+
+def test_QNT_002_quantized_model_matches_reference(backend, result, model, specs):
+    result.set(model=model)
+    _run(backend, result, specs.quantized[model], grid_only=False)
+
+
+def test_QNT_003_outputs_on_quantization_grid(backend, result, model, specs):
+    result.set(model=model)
+    _run(backend, result, specs.quantized[model], grid_only=True)
