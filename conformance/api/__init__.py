@@ -4,7 +4,7 @@ Importable on its own (it needs NumPy and ml_dtypes, not torch or the harness).
 Adapters and third-party backends are written against these names.
 """
 
-from .backend import BackendDetails, BackendInterface, CompileSpec, PreprocessResult
+from .backend import PARTIAL_DELEGATION, BackendDetails, BackendInterface, CompileSpec, PreprocessResult
 from .certification import BackendUnderTest, BlobVersionField, Manifest, ToleranceLoosening
 from .context import (
     BackendExecutionContext,
@@ -33,6 +33,7 @@ from .scalar_type import DTYPE_NAMES, ScalarType, dtype_name, numpy_dtype
 __all__ = [
     "MAX_BACKENDS",
     "DTYPE_NAMES",
+    "PARTIAL_DELEGATION",
     "Backend",
     "BackendDetails",
     "BackendError",

@@ -37,6 +37,11 @@ class CompileSpec:
             raise TypeError(f"CompileSpec {self.key!r}: value must be bytes, got {type(self.value).__name__}")
 
 
+PARTIAL_DELEGATION = CompileSpec("conformance.partial_delegation", b"1")
+"""The compile spec by which the whole-program checks ask a backend that declares
+``BackendUnderTest.partial_delegation`` to take part of a program (see there)."""
+
+
 @dataclass
 class PreprocessResult:
     """What preprocess returns.

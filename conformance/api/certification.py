@@ -192,6 +192,13 @@ class BackendUnderTest:
     pytest_plugins: tuple[str, ...] = ()
     """Modules of pytest plugins this backend's package ships (hooks of ``conformance.hookspecs``),
     loaded into certify's otherwise closed run and listed in the report."""
+    partial_delegation: bool = False
+    """Whether preprocess honours ``PARTIAL_DELEGATION`` (ExecuTorch's partitioner model): given that
+    compile spec, a program whose ops the backend does not all take is not refused; the backend
+    delegates what it takes, runs the rest on a fallback of its own (ExecuTorch's CPU kernels), and
+    its debug_handle_map names exactly the nodes it delegated. The whole-program checks (MOD, QNT)
+    ask for it after a refusal and report the delegated fraction, never counting what ran outside
+    as the backend's pass; the NUM and contract checks never pass it."""
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:

@@ -228,6 +228,55 @@ MODEL_DEFECTS: dict[str, BackendUnderTest] = {
 Not in DEFECTS: the seeded profile has no models, and its one run stays short."""
 globals().update(MODEL_DEFECTS)
 
+
+# -- QNT: quantized programs ------------------------------------------------------------------
+
+_DEQUANTIZE = "quantized_decomposed.dequantize_per_tensor.default"
+_QUANTIZE = "quantized_decomposed.quantize_per_tensor.default"
+
+
+class _FoldsQuantizePairs(ReferenceBackend):
+    """A backend that "optimizes" quantize -> dequantize pairs away (x stays float where the program
+    says it was quantized): outputs close to the reference's but between its quantization steps."""
+
+    @staticmethod
+    def preprocess(edge_program, compile_specs):
+        from conformance.api.ops import op_name
+        from conformance.programs import copy_program
+
+        program = copy_program(edge_program)
+        graph = program.graph
+        for node in list(graph.nodes):
+            source = node.args[0] if node.op == "call_function" and node.args else None
+            if op_name(node.target) == _DEQUANTIZE and getattr(source, "op", None) == "call_function" and op_name(source.target) == _QUANTIZE:
+                node.replace_all_uses_with(source.args[0])
+        graph.eliminate_dead_code()
+        program.graph_module.recompile()
+        return lower(program, compile_specs)
+
+
+def _dequantize_channel_zero_scale(input, scales, zero_points, axis, quant_min, quant_max, dtype, out_dtype=None):
+    """Per-channel dequantize that reads every channel's scale from channel 0: a per-channel
+    weight layout bug (per-tensor code reused for per-channel weights)."""
+    scales = np.full_like(np.asarray(scales), np.asarray(scales).reshape(-1)[0])
+    return _dequantize_per_channel(input, scales, zero_points, axis, quant_min, quant_max, dtype, out_dtype=out_dtype)
+
+
+_dequantize_per_channel = KERNELS["quantized_decomposed.dequantize_per_channel.default"]
+
+QUANTIZED_DEFECTS: dict[str, BackendUnderTest] = {
+    "quantize_pairs_folded_away": _make("quantize_pairs_folded_away", details=_FoldsQuantizePairs),
+    "per_channel_scale_of_channel_0": _make(
+        "per_channel_scale_of_channel_0",
+        runtime=_with("quantized_decomposed.dequantize_per_channel.default", _dequantize_channel_zero_scale),
+    ),
+}
+"""Defects of quantized programs (tests/test_quantized.py certifies them on the quantized profile's
+QNT checks): folding q/dq pairs away must fail QNT-003 (values off the grid); one scale for every
+channel must fail QNT-001 on the per-channel convolutions and linears. Not in DEFECTS, like
+MODEL_DEFECTS: the seeded profile's run stays short."""
+globals().update(QUANTIZED_DEFECTS)
+
 _to_copy = KERNELS["aten._to_copy.default"]
 
 

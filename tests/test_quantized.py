@@ -1,0 +1,89 @@
+"""QNT: the quantized programs, their spec, and defects of quantized backends caught through certify.
+
+The reference certifies clean on every quantized program (the ``quantized`` profile); here a few
+programs' checks alone, and two backends with one realistic int8 defect each
+(tests/seeded/defects.py QUANTIZED_DEFECTS): one that folds quantize -> dequantize pairs away
+(outputs close to the reference's, between its quantization steps: QNT-003 must catch it even
+where the values are within budget), one that reads every channel's weight scale from channel 0
+(QNT-001 must fail on per-channel programs and pass the per-tensor ones).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conformance import specs
+from conformance.quantize import OPS, Grid, quantized_program
+
+SPEC = specs.load()
+
+
+def test_the_spec_and_the_builders_list_the_same_programs():
+    ops = [n for n, q in SPEC.quantized.items() if q.kind == "op"]
+    assert ops == list(OPS)
+    assert SPEC.profile("quantized").quantized == tuple(SPEC.quantized)
+    assert all(q.lsb > 0 for q in SPEC.quantized.values())
+
+
+@pytest.mark.parametrize("name", ["linear", "add", "mobilenet_v2"])
+def test_a_quantized_program_holds_quantize_and_dequantize_and_ends_on_a_grid(name):
+    spec = SPEC.quantized[name]
+    program = quantized_program(name, spec.kind, spec.inputs)
+    assert any(op.startswith("quantized_decomposed.quantize_per_tensor") for op in program.program.ops)
+    assert any(op.startswith("quantized_decomposed.dequantize_per_") for op in program.program.ops)
+    (grid,) = program.grids
+    assert grid.quant_min == -128 and grid.quant_max == 127 and grid.scale > 0
+    out = program.program.exported.module()(*[__import__("torch").from_numpy(a) for a in program.program.inputs])
+    assert not grid.off_grid(out.detach().numpy()).any()
+
+
+def test_the_grid_tells_steps_from_values_between_them():
+    grid = Grid(scale=0.5, zero_point=-3, quant_min=-128, quant_max=127)
+    on = (np.array([-128, -3, 0, 127], np.float32) + 3) * 0.5
+    assert not grid.off_grid(on).any()
+    assert grid.off_grid(np.array([0.26, (127 + 3 + 1) * 0.5, np.nan], np.float32)).all()  # between steps, past quant_max, NaN
+
+
+def _certify(backend: str, out, *selection: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-m", "conformance", "certify", backend, "--profile", "quantized", "--output", str(out), "--workers", "0",
+         "--skip-perf", "--", "-k", " or ".join(selection)],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
+    reports = list(out.glob("*/report.json"))
+    assert len(reports) == 1, done.stdout[-3000:]
+    return {r["id"]: r for r in json.loads(reports[0].read_text())["results"]}
+
+
+def test_the_reference_passes_and_stays_within_a_step_of_eager(tmp_path):
+    results = _certify("reference", tmp_path, "QNT and (conv_bn_relu or mul or lenet)")
+    assert {"conv_bn_relu", "mul", "lenet"} <= {r["model"] for r in results.values()}  # -k matches substrings: lenet, mobilenet_v2
+    assert {r["category"] for r in results.values()} == {"PASS"}, results
+    for r in results.values():
+        assert r["stats"]["max_lsb"] == 0 and r["stats"]["max_lsb_vs_eager"] <= 1, r
+        assert r["stats"]["examples"] == 9  # own inputs, 4 edges, 4 drawn
+
+
+def test_folding_quantize_pairs_away_is_off_the_grid(tmp_path):
+    results = _certify("tests/seeded/defects.py:quantize_pairs_folded_away", tmp_path, "QNT_003 and (conv2d or mlp)")
+    for name in ("conv2d", "conv2d_relu", "mlp"):
+        failed = results[f"test_QNT_003_outputs_on_quantization_grid[{name}]"]
+        assert failed["category"] == "MISMATCH", failed
+        assert "off the grid of its dequantize" in failed["message"] and failed["stats"]["off_grid"] > 0
+
+
+def test_one_weight_scale_for_every_channel_fails_the_per_channel_programs_only(tmp_path):
+    results = _certify("tests/seeded/defects.py:per_channel_scale_of_channel_0", tmp_path, "QNT_001 and (conv2d or add or mul)")
+    for name in ("conv2d", "depthwise_conv2d", "conv2d_relu"):
+        failed = results[f"test_QNT_001_quantized_op_matches_reference[{name}]"]
+        assert failed["category"] == "MISMATCH", failed
+        assert failed["stats"]["max_lsb"] > SPEC.quantized[name].lsb
+        assert "first diverging op" in failed["message"]
+    for name in ("add", "add_relu", "mul"):  # per-tensor only: no per-channel dequantize in them
+        assert results[f"test_QNT_001_quantized_op_matches_reference[{name}]"]["category"] == "PASS"
