@@ -9,7 +9,10 @@ executorch-xnnpack
     ``BackendError(NotSupported)`` naming them: those ops would run on
     ExecuTorch's CPU kernels, so neither their results nor the program's are
     XNNPACK's. The runtime half runs the payload through ExecuTorch's C++ runtime
-    (``XnnpackBackend::init`` / ``execute`` / ``destroy``).
+    (``XnnpackBackend::init`` / ``execute`` / ``destroy``). For whole models and quantized
+    programs the harness may ask for partial delegation (``PARTIAL_DELEGATION``): the blob is
+    then the whole .pte, XNNPACK's partitions beside the ops the partitioner left to the CPU
+    kernels, and the debug_handle_map names only the delegated nodes.
 executorch-portable
     No delegate: ``to_edge(program).to_executorch()``; the .pte is the blob and
     every op runs on the CPU kernels the ExecuTorch pip wheel links (the
@@ -31,7 +34,7 @@ from __future__ import annotations
 
 import functools
 
-from conformance.api import BackendDetails, BackendUnderTest, PreprocessResult
+from conformance.api import PARTIAL_DELEGATION, BackendDetails, BackendUnderTest, PreprocessResult
 from conformance.discovery import DiscoveryError
 
 from . import _claims
@@ -74,10 +77,16 @@ class XnnpackDetails(BackendDetails):
 
     @staticmethod
     def preprocess(edge_program, compile_specs):
-        from .executorch_lowering import lower_xnnpack
+        from .executorch_lowering import lower_xnnpack, lower_xnnpack_partial
         from .executorch_runtime import TEMPLATES
 
-        lowered = lower_xnnpack(edge_program, list(compile_specs))
+        specs = [s for s in compile_specs if s != PARTIAL_DELEGATION]
+        if len(specs) < len(compile_specs):
+            # The whole .pte: XNNPACK's partitions and the ops it left on ExecuTorch's CPU kernels;
+            # the map names only the delegated nodes (BackendUnderTest.partial_delegation).
+            lowered = lower_xnnpack_partial(edge_program, specs)
+            return PreprocessResult(processed_bytes=lowered.processed_bytes, debug_handle_map=dict(lowered.debug_handle_map))
+        lowered = lower_xnnpack(edge_program, specs)
         TEMPLATES.register(lowered.processed_bytes, lowered.template)
         return PreprocessResult(
             processed_bytes=lowered.processed_bytes,
@@ -188,6 +197,7 @@ def xnnpack() -> BackendUnderTest:
         registry=CppRegistryView,
         family="delegate",
         batch_numerics=True,  # a lowering per program: eight edge cases per lowering
+        partial_delegation=True,  # whole models: XNNPACK's partitions, the rest on ExecuTorch's CPU kernels
     )
 
 

@@ -434,6 +434,7 @@ class CachedCrash(Exception):
 
 _XNNPACK_CACHE = _Cache()
 _PORTABLE_CACHE = _Cache()
+_XNNPACK_PARTIAL_CACHE = _Cache()
 _LOWER_LOCK = threading.Lock()  # ExecuTorch's lowering keeps global state (op registries, fake modes)
 
 
@@ -788,6 +789,54 @@ def _repreprocess_xnnpack(entry: Lowered) -> Lowered | None:
     )
 
 
+def lower_xnnpack_partial(program, compile_specs: Sequence[CompileSpec]) -> Lowered:
+    """Preprocess for executorch-xnnpack under ``PARTIAL_DELEGATION`` (cached): what the
+    XnnpackPartitioner takes goes to XNNPACK, the rest stays on ExecuTorch's CPU kernels, and the
+    blob is the whole .pte; raises BackendError(NotSupported) when nothing is delegated."""
+    return _lowered(program, compile_specs, "xnnpack-partial", _XNNPACK_PARTIAL_CACHE, _lower_xnnpack_partial, _reexecutorch_partial)
+
+
+def _lower_xnnpack_partial(program, compile_specs, *, skip_retraces: bool = True) -> Lowered:
+    import executorch.kernels.quantized  # noqa: F401 - the out variants of quantized_decomposed ops left outside the delegate
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    exported = _private_copy(program, skip_retraces)
+    with _LOWER_LOCK:
+        try:
+            edge = to_edge_transform_and_lower(exported, transform_passes=[restore_harness_handles], partitioner=[XnnpackPartitioner()])
+        except Exception as exc:
+            refusal = refusal_from(exc)
+            if refusal is not None:
+                raise refusal from exc
+            raise
+        top = edge.exported_program()
+        _, delegates = leftover_ops(top.graph)
+        if delegates == 0:
+            raise BackendError(Error.NotSupported, "the XnnpackPartitioner delegated nothing of this program")
+        executorch = copy.deepcopy(edge).to_executorch()
+    missing = _missing_kernels(executorch)
+    if missing:
+        raise BackendError(
+            Error.NotSupported,
+            f"the ExecuTorch runtime has no kernel for {', '.join(missing)}, left outside the XNNPACK delegate "
+            "(it would fail at load_method with OperatorMissing)",
+        )
+    return Lowered(bytes(executorch.buffer), _delegated_map(executorch), {}, edge=edge)
+
+
+def _delegated_map(executorch) -> dict[int, tuple[int, ...]]:
+    """The emitter's instruction -> debug handles map, for the delegate calls only: the nodes XNNPACK computes."""
+    delegates = executorch.delegate_map.get("forward", {})
+    return {k: v for k, v in _instruction_map(executorch).items() if k in delegates}
+
+
+def _reexecutorch_partial(entry: Lowered) -> Lowered:
+    with _LOWER_LOCK:
+        executorch = copy.deepcopy(entry.edge).to_executorch()
+    return Lowered(bytes(executorch.buffer), _delegated_map(executorch), {}, reproduced=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # portable
 
@@ -803,6 +852,15 @@ def runtime_operators() -> frozenset[str]:
 def lower_portable(program, compile_specs: Sequence[CompileSpec]) -> Lowered:
     """Preprocess for executorch-portable (cached); raises BackendError(NotSupported) on refusal."""
     return _lowered(program, compile_specs, "portable", _PORTABLE_CACHE, _lower_portable, _reexecutorch_portable)
+
+
+def _missing_kernels(executorch) -> list[str]:
+    """The operators of a .pte's plan the pip runtime registered no kernel for."""
+    plan = executorch.executorch_program.execution_plan[0]
+    have = runtime_operators()
+    return sorted({f"{o.name.replace('::', '.')}.{o.overload or 'default'}"
+                   for o in plan.operators
+                   if f"{o.name}.{o.overload}" not in have and o.name not in have})
 
 
 def _reexecutorch_portable(entry: Lowered) -> Lowered:
@@ -831,11 +889,7 @@ def _lower_portable(program, compile_specs, *, skip_retraces: bool = True) -> Lo
                 raise refusal from exc
             raise
         executorch = copy.deepcopy(edge).to_executorch()
-    plan = executorch.executorch_program.execution_plan[0]
-    have = runtime_operators()
-    missing = sorted({f"aten.{o.name.split('::', 1)[-1]}.{o.overload or 'default'}"
-                      for o in plan.operators
-                      if f"{o.name}.{o.overload}" not in have and o.name not in have})
+    missing = _missing_kernels(executorch)
     if missing:
         raise BackendError(
             Error.NotSupported,

@@ -54,6 +54,8 @@ from conformance.api.tensors import to_numpy, to_torch
 
 _CODE = re.compile(r"error(?: code)?:? ?0x:?([0-9a-fA-F]+)")  # "error 0x12"; load_program says "error: 0x:23"
 TEMPLATE_ENTRIES = 512
+PTE_IDENTIFIER = b"ET12"
+"""The flatbuffer file identifier of an ExecuTorch program (bytes 4 to 8 of a .pte)."""
 
 
 _FAILED_INSTRUCTION = re.compile(r"failed at instruction (\d+):(\d+)")  # runtime/executor/method.cpp
@@ -334,6 +336,8 @@ class XnnpackRuntime(ExecuTorchRuntime):
     cpp_backend = "XnnpackBackend"
 
     def program_bytes(self, context, processed: bytes) -> bytes:
+        if processed[4:8] == PTE_IDENTIFIER:
+            return processed  # a partially delegated program: the whole .pte (PARTIAL_DELEGATION)
         template = TEMPLATES.find(processed)
         if template is None:
             raise BackendError(

@@ -207,11 +207,18 @@ class QuantizedSpec:
     source: str = ""
 
     def tolerance(self, scale: float):
-        """The tolerance of an output whose dequantize has ``scale``: ``lsb`` steps of it."""
+        """The tolerance of an output whose dequantize has ``scale``: ``lsb`` steps of it, plus
+        ``STEP_SLACK`` of a step for the float32 rounding of the dequantized values. Purely absolute:
+        one step off a value one step from zero is 100% off, and still one step."""
         from conformance.oracle import Tolerance
 
-        return Tolerance(atol=self.lsb * scale, rtol=0.0, reason=f"{self.lsb:g} quantization step(s) of {scale:.4g}: {self.reason}",
-                         source="quantized spec")
+        return Tolerance(atol=(self.lsb + STEP_SLACK) * scale, rtol=0.0, relative_floor=False,
+                         reason=f"{self.lsb:g} quantization step(s) of {scale:.4g}: {self.reason}", source="quantized spec")
+
+
+STEP_SLACK = 1e-3
+"""Part of a quantization step added to a QNT budget: (q - z) * s in float32 is not exactly a
+multiple of s, so two values one step apart may differ by a hair more than s."""
 
 
 @dataclass(frozen=True)
