@@ -37,7 +37,15 @@ from markupsafe import Markup
 
 from conformance.api.scalar_type import DTYPE_ORDER
 from conformance.report import safe
-from conformance.report.markdown import MODEL_COLUMNS, model_table, op_dtype_matrix, performance_gaps, performance_table
+from conformance.report.markdown import (
+    MODEL_COLUMNS,
+    QUANTIZED_COLUMNS,
+    model_table,
+    op_dtype_matrix,
+    performance_gaps,
+    performance_table,
+    quantized_table,
+)
 from conformance.results import COLOURS, FAILURES, INCONCLUSIVE, Category
 from conformance.specs import FAMILIES
 
@@ -197,15 +205,17 @@ def view(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None) ->
     title = f"{'CERTIFIED' if state == 'certified' else 'NOT CERTIFIED'}: {backend.get('name', '?')} {backend.get('version', '')}"
     failures = _failures_first(report)
     models = model_table(report)
+    quantized = quantized_table(report)
     return {
         "title": title.strip(),
         "integrity": str((report.get("integrity") or {}).get("sha256", "")),
         "verdict": _verdict(report, state),
-        "toc": _toc(has_failures=failures is not None, has_models=bool(models)),
+        "toc": _toc(has_failures=failures is not None, has_models=bool(models), has_quantized=bool(quantized)),
         "failures": failures,
         "counts": _counts(report),
         "failing_clauses": _failing_clauses(report, clauses),
         "models": {"columns": MODEL_COLUMNS, "rows": models},
+        "quantized": {"columns": QUANTIZED_COLUMNS, "rows": quantized},
         "matrix": _matrix(report),
         "clauses": _clause_table(report, clauses),
         "performance": _performance(report),
@@ -312,12 +322,13 @@ def _verdict(report: Mapping[str, Any], state: str) -> dict[str, Any]:
     }
 
 
-def _toc(has_failures: bool = False, has_models: bool = False) -> list[tuple[str, str]]:
+def _toc(has_failures: bool = False, has_models: bool = False, has_quantized: bool = False) -> list[tuple[str, str]]:
     return [
         *([("failures", "Failures")] if has_failures else []),
         ("counts", "Counts"),
         ("failing-clauses", "Why not certified" if has_failures else "Failing clauses"),
         *([("models", "Models")] if has_models else []),
+        *([("quantized", "Quantized programs")] if has_quantized else []),
         ("matrix", "Operators × dtypes"),
         ("clauses", "Clauses"),
         ("performance", "Performance"),

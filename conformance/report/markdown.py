@@ -150,6 +150,19 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
             tabulate(models, headers=MODEL_COLUMNS, tablefmt="github"),
             "",
         ]
+    quantized = quantized_table(report)
+    if quantized:
+        lines += [
+            "## Quantized programs",
+            "",
+            "Each int8 program (PyTorch 2 export quantization with ExecuTorch's XNNPACKQuantizer) lowered once and run on its "
+            "own inputs, the edge set and drawn inputs; its outputs against the reference within a budget of quantization "
+            "steps of the output's scale (QNT-001, QNT-002) and on the output's quantization grid (QNT-003). \"delegated\": "
+            "the part a partially delegating backend took (the rest ran on its fallback and is not counted as a pass).",
+            "",
+            tabulate(quantized, headers=QUANTIZED_COLUMNS, tablefmt="github"),
+            "",
+        ]
     matrix = op_dtype_matrix(report)
     if matrix:
         dtypes = sorted({d for row in matrix.values() for d in row})
@@ -223,7 +236,8 @@ def supported_domain(report: Mapping[str, Any]) -> list[tuple]:
     return sorted(rows)
 
 
-MODEL_COLUMNS = ("model", "result", "depth", "runs", "atol = rtol", "max abs", "MAE", "SNR dB", "max abs vs eager", "first diverging op")
+MODEL_COLUMNS = ("model", "result", "depth", "runs", "atol = rtol", "max abs", "MAE", "SNR dB", "max abs vs eager", "delegated", "first diverging op")
+QUANTIZED_COLUMNS = ("program", "clause", "result", "depth", "runs", "budget (steps)", "max steps", "max steps vs eager", "delegated", "first diverging op")
 
 
 def model_table(report: Mapping[str, Any]) -> list[tuple]:
@@ -245,6 +259,39 @@ def model_table(report: Mapping[str, Any]) -> list[tuple]:
             f"{max(o.get('mae', 0) for o in outputs):.3g}" if outputs else "",
             (f"{min(snrs):.1f}" if snrs else "inf") if outputs else "",
             f"{max(o.get('max_abs', 0) for o in eager):.3g}" if eager else "",
+            delegated_cell(stats),
+            f"{found['node']} ({found['op']})" if found else "",
+        ))  # fmt: skip
+    return rows
+
+
+def delegated_cell(stats: Mapping[str, Any]) -> str:
+    """"69/70 ops, 100% FLOPs" for a partially delegated program (``_whole.Delegation``); "" otherwise."""
+    d = stats.get("delegated")
+    if not d:
+        return ""
+    flops = f", {100 * d['flops_fraction']:.0f}% FLOPs" if isinstance(d.get("flops_fraction"), (int, float)) else ""
+    return f"{d['ops']}/{d['ops_total']} ops{flops}"
+
+
+def quantized_table(report: Mapping[str, Any]) -> list[tuple]:
+    """One row per QNT result (``QUANTIZED_COLUMNS``): its verdict, its budget and worst error in
+    quantization steps (against the reference and eager), the delegated fraction."""
+    rows = []
+    results = [r for r in report.get("results") or [] if (r.get("clause") or "").startswith("QNT-")]
+    for r in sorted(results, key=lambda r: (str(r.get("clause")), str(r.get("model")))):
+        stats = r.get("stats") or {}
+        found = stats.get("localization") or {}
+        rows.append((
+            r.get("model"),
+            r.get("clause"),
+            r.get("category"),
+            stats.get("depth", ""),
+            stats.get("examples", ""),
+            f"{stats['lsb']:g}" if isinstance(stats.get("lsb"), (int, float)) else "",
+            f"{stats['max_lsb']:g}" if isinstance(stats.get("max_lsb"), (int, float)) else "",
+            f"{stats['max_lsb_vs_eager']:g}" if isinstance(stats.get("max_lsb_vs_eager"), (int, float)) else "",
+            delegated_cell(stats),
             f"{found['node']} ({found['op']})" if found else "",
         ))  # fmt: skip
     return rows

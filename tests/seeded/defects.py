@@ -277,6 +277,46 @@ channel must fail QNT-001 on the per-channel convolutions and linears. Not in DE
 MODEL_DEFECTS: the seeded profile's run stays short."""
 globals().update(QUANTIZED_DEFECTS)
 
+
+# -- Partial delegation ------------------------------------------------------------------------
+
+
+class _MaxPoolOnFallback(ReferenceBackend):
+    """Takes every op but max pooling. Given PARTIAL_DELEGATION it takes the program anyway, runs the
+    pooling on its "fallback" (the same kernels: the outputs are right) and names only the other
+    nodes in its debug_handle_map, as ExecuTorch's XNNPACK does with max_pool2d_with_indices."""
+
+    @staticmethod
+    def preprocess(edge_program, compile_specs):
+        from conformance.api import PARTIAL_DELEGATION
+        from conformance.api.ops import op_name
+
+        specs = [c for c in compile_specs if c != PARTIAL_DELEGATION]
+        pooled = {n.meta.get("debug_handle") for n in edge_program.graph.nodes
+                  if n.op == "call_function" and op_name(n.target).startswith("aten.max_pool2d")}
+        if pooled and len(specs) == len(compile_specs):
+            raise BackendError(Error.NotSupported, "max pooling is not supported")
+        result = lower(edge_program, specs)
+        if pooled:
+            kept = {k: tuple(h for h in v if h not in pooled) for k, v in (result.debug_handle_map or {}).items()}
+            result.debug_handle_map = {k: v for k, v in kept.items() if v}
+        return result
+
+
+PARTIAL_BACKENDS: dict[str, BackendUnderTest] = {
+    "partial_max_pool_on_fallback": dataclasses.replace(
+        _make("partial_max_pool_on_fallback", details=_MaxPoolOnFallback), partial_delegation=True
+    ),
+    "partial_with_conv_padded_one_side": dataclasses.replace(
+        _make("partial_with_conv_padded_one_side", details=_MaxPoolOnFallback,
+              runtime=_with("aten.convolution.default", _conv_pads_one_side)),
+        partial_delegation=True,
+    ),
+}
+"""Backends that delegate part of a model (tests/test_partial_delegation.py): the whole-program checks
+report the fraction they took and never count it a pass; a wrong op inside the delegate still fails."""
+globals().update(PARTIAL_BACKENDS)
+
 _to_copy = KERNELS["aten._to_copy.default"]
 
 
