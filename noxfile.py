@@ -49,6 +49,13 @@ def _ensure_chromium(session: nox.Session) -> None:
 
 EXTRAS = {"executorch-xnnpack": "executorch", "executorch-portable": "executorch"}
 """Backends whose runtime comes from an optional extra of this package."""
+PROFILE_EXTRAS = {"quantized": "executorch"}
+"""Profiles whose programs need an optional extra (the QNT programs are quantized with ExecuTorch's XNNPACKQuantizer)."""
+PROFILE_REPORTS = {
+    "models": ("reference", "executorch-xnnpack", "executorch-portable"),
+    "quantized": ("reference", "executorch-xnnpack", "executorch-portable"),
+}
+"""Reports of a profile other than a backend's own, checked in as reports/PROFILE/BACKEND/."""
 SLOW_CHECKS = {"torch-aoti": ["--timeout", "900"]}
 """A NUM check of AOTInductor compiles up to ~10 C++ packages on a cold cache."""
 REAL_BACKENDS = (
@@ -80,7 +87,9 @@ def certify(session: nox.Session) -> None:
     """Certify a backend: nox -s certify -- NAME [--install PKG ...] [--profile P] [--output DIR] [-- pytest args]."""
     args = list(session.posargs)
     names = [a for a in args if not a.startswith("-")][:1]
-    _install(session, f".[{EXTRAS[names[0]]}]" if names and names[0] in EXTRAS else ".")
+    profile = args[args.index("--profile") + 1] if "--profile" in args[:-1] else None
+    extra = EXTRAS.get(names[0]) if names else None
+    _install(session, f".[{extra or PROFILE_EXTRAS.get(profile)}]" if extra or profile in PROFILE_EXTRAS else ".")
     while "--install" in args:  # the backend's own package, into this session's environment
         i = args.index("--install")
         session.install(args[i + 1])
@@ -94,11 +103,16 @@ def certify(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def certify_real(session: nox.Session) -> None:
-    """Certify every real backend with its own profile into reports/, then the scoreboard (~1 h)."""
+    """Certify every real backend with its own profile into reports/, the models and quantized profiles
+    into reports/PROFILE/ (PROFILE_REPORTS), then the scoreboard (~1 h)."""
     _install(session, ".[executorch]")
     names = session.posargs or REAL_BACKENDS
     for name in names:
         session.run("python", "-m", "conformance", "certify", name, *SLOW_CHECKS.get(name, []), "--output", "reports", success_codes=[0, 1])
+    for profile, backends in PROFILE_REPORTS.items():
+        for name in (b for b in backends if not session.posargs or b in session.posargs):
+            session.run("python", "-m", "conformance", "certify", name, "--profile", profile, "--output", f"reports/{profile}",
+                        success_codes=[0, 1])
     session.run("python", "-m", "conformance", "scoreboard", *_reports(), "--output", "reports")
 
 

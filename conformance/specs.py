@@ -353,7 +353,9 @@ def _load_quantized(path: Path, models: Mapping[str, ModelSpec]) -> dict[str, Qu
             inputs = _ranges(where, _expect(where, body, "inputs", list))
         elif kind == "model":
             if name not in models:
-                raise SpecError(f"{where}: kind \"model\" names a model of models.toml; {with_suggestion(name, models)} is not one")
+                hint = closest(name, models, cutoff=0.6)
+                raise SpecError(f"{where}: kind \"model\" names a model of models.toml; {name!r}"
+                                + (f" (did you mean {hint}?)" if hint else "") + f" is not one: {', '.join(models)}")
             if "inputs" in body:
                 raise SpecError(f"{where}: a model's inputs are its models.toml ranges; remove inputs")
             inputs = models[name].inputs

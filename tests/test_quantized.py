@@ -87,3 +87,33 @@ def test_one_weight_scale_for_every_channel_fails_the_per_channel_programs_only(
         assert "first diverging op" in failed["message"]
     for name in ("add", "add_relu", "mul"):  # per-tensor only: no per-channel dequantize in them
         assert results[f"test_QNT_001_quantized_op_matches_reference[{name}]"]["category"] == "PASS"
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (('kind = "model"\nlsb = 3\ndescription = "The MLP', 'kind = "model"\nlsb = 3\ninputs = [{ low = 0, high = 1 }]\ndescription = "The MLP'),
+         "a model's inputs are its models.toml ranges"),
+        (("[program.mlp]", "[program.mpl]"), "names a model of models.toml; 'mpl' (did you mean mlp?) is not one"),
+        (('[program.add]\nkind = "op"', '[program.add]\nkind = "layer"'), 'kind must be "op" or "model"'),
+        (("[defaults]\nlsb = 1", "[defaults]\nlsb = -1"), "lsb must be 0 or more"),
+        (('quantized = "all"', 'quantized = ["linear", "conv3d"]'), "unknown quantized program(s) 'conv3d'"),
+    ],
+    ids=["model with inputs", "unknown model", "unknown kind", "negative budget", "profile names an unknown program"],
+)
+def test_a_broken_quantized_spec_is_refused_naming_file_entry_and_field(tmp_path, edit, message):
+    import shutil
+
+    root = tmp_path / "specs"
+    shutil.copytree(specs.specs_root(), root)
+    old, new = edit
+    for name in ("quantized.toml", "profiles.toml"):
+        text = (root / name).read_text()
+        if old in text:
+            (root / name).write_text(text.replace(old, new, 1))
+            break
+    else:
+        raise AssertionError(f"{old!r} is in neither file")
+    with pytest.raises(specs.SpecError, match=None) as caught:
+        specs.load(root)
+    assert message in str(caught.value) and str(root) in str(caught.value)
