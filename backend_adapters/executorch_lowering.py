@@ -875,6 +875,7 @@ def _instruction_map(executorch) -> dict[int, tuple[int, ...]]:
 
 
 def _lower_portable(program, compile_specs, *, skip_retraces: bool = True) -> Lowered:
+    import executorch.kernels.quantized  # noqa: F401 - the out variants of the quantized_decomposed ops (PT2E programs)
     from executorch.exir import to_edge
 
     if compile_specs:

@@ -569,7 +569,7 @@ def list_command(ns: argparse.Namespace) -> int:
         pairs = sum(len(d) for d in profile.dtypes.values())
         print(
             f"  {name:14s} {len(profile.clauses):3d} clauses, {len(profile.ops):3d} ops, {pairs:4d} op x dtype, "
-            f"{len(profile.models):2d} models  {profile.description}"
+            f"{len(profile.models):2d} models, {len(profile.quantized):2d} quantized  {profile.description}"
         )
     print(f"  {spec_module.CLAIMED:14s} the contract clauses plus exactly the ops and dtypes the backend's manifest claims")
     print("  FILE.toml[:NAME]  a profiles file of your own, in specs/profiles.toml's format (may extend the profiles above)")

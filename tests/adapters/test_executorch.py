@@ -662,3 +662,35 @@ def test_a_new_process_with_another_hash_seed_lowers_nothing(xnnpack, fresh_lowe
 
 def support_like(program) -> list[np.ndarray]:
     return [np.zeros(v.meta["val"].shape, np.float32) for v in program.graph.output_node().args[0]]
+
+
+def test_partial_delegation_runs_the_whole_program_and_names_only_what_xnnpack_took(xnnpack, portable):
+    """PARTIAL_DELEGATION (the whole-program checks): the blob is the whole .pte, XNNPACK's partitions
+    beside the max pooling its partitioner leaves to ExecuTorch's CPU kernels; the map names only
+    the delegated nodes; the outputs are the program's. Without it the program is still refused."""
+    import torch
+
+    from conformance.api import PARTIAL_DELEGATION
+    from conformance.programs import export_module
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.MaxPool2d(2), torch.nn.ReLU()).eval()
+    x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    program = export_module(model, [torch.from_numpy(x)], dynamic=False)
+    with pytest.raises(CheckFailure) as refused:
+        Driver(xnnpack).preprocess(program)
+    assert refused.value.category is Category.NOT_SUPPORTED and "max_pool2d_with_indices" in refused.value.message
+    driver = Driver(xnnpack)
+    result, _ = driver.preprocess(program, [PARTIAL_DELEGATION])
+    assert result.processed_bytes[4:8] == b"ET12"
+    handles = {n.name: n.meta["debug_handle"] for n in program.graph.nodes if n.op == "call_function"}
+    named = {h for v in result.debug_handle_map.values() for h in v}
+    assert handles["convolution"] in named and handles["relu"] in named and handles["max_pool2d_with_indices"] not in named
+    with torch.no_grad():
+        expected = model(torch.from_numpy(x)).numpy()
+    loaded = driver.init(result)
+    try:
+        out = driver.execute(loaded, [x], [expected]).outputs[0]
+    finally:
+        driver.destroy(loaded)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+    assert not portable.partial_delegation  # a .pte already: nothing to take part of
