@@ -728,17 +728,7 @@ def _lower_xnnpack(program, compile_specs, *, skip_retraces: bool = True) -> Low
 
     exported = _private_copy(program, skip_retraces)
     with _LOWER_LOCK:
-        try:
-            edge = to_edge_transform_and_lower(
-                exported,
-                transform_passes=[restore_harness_handles],
-                partitioner=[XnnpackPartitioner()],
-            )
-        except Exception as exc:
-            refusal = refusal_from(exc)
-            if refusal is not None:
-                raise refusal from exc
-            raise
+        edge = _refusing(lambda: to_edge_transform_and_lower(exported, transform_passes=[restore_harness_handles], partitioner=[XnnpackPartitioner()]))
         top = edge.exported_program()
         leftovers, delegates = leftover_ops(top.graph)
         if leftovers:
@@ -803,25 +793,10 @@ def _lower_xnnpack_partial(program, compile_specs, *, skip_retraces: bool = True
 
     exported = _private_copy(program, skip_retraces)
     with _LOWER_LOCK:
-        try:
-            edge = to_edge_transform_and_lower(exported, transform_passes=[restore_harness_handles], partitioner=[XnnpackPartitioner()])
-        except Exception as exc:
-            refusal = refusal_from(exc)
-            if refusal is not None:
-                raise refusal from exc
-            raise
-        top = edge.exported_program()
-        _, delegates = leftover_ops(top.graph)
-        if delegates == 0:
+        edge = _refusing(lambda: to_edge_transform_and_lower(exported, transform_passes=[restore_harness_handles], partitioner=[XnnpackPartitioner()]))
+        if leftover_ops(edge.exported_program().graph)[1] == 0:
             raise BackendError(Error.NotSupported, "the XnnpackPartitioner delegated nothing of this program")
-        executorch = copy.deepcopy(edge).to_executorch()
-    missing = _missing_kernels(executorch)
-    if missing:
-        raise BackendError(
-            Error.NotSupported,
-            f"the ExecuTorch runtime has no kernel for {', '.join(missing)}, left outside the XNNPACK delegate "
-            "(it would fail at load_method with OperatorMissing)",
-        )
+        executorch = _runnable(edge, ", left outside the XNNPACK delegate")
     return Lowered(bytes(executorch.buffer), _delegated_map(executorch), {}, edge=edge)
 
 
@@ -854,13 +829,32 @@ def lower_portable(program, compile_specs: Sequence[CompileSpec]) -> Lowered:
     return _lowered(program, compile_specs, "portable", _PORTABLE_CACHE, _lower_portable, _reexecutorch_portable)
 
 
-def _missing_kernels(executorch) -> list[str]:
-    """The operators of a .pte's plan the pip runtime registered no kernel for."""
+def _refusing(lower):
+    """``lower()``, with ExecuTorch's own clean refusals raised as BackendError(NotSupported)."""
+    try:
+        return lower()
+    except Exception as exc:
+        refusal = refusal_from(exc)
+        if refusal is not None:
+            raise refusal from exc
+        raise
+
+
+def _runnable(edge, where: str = ""):
+    """``to_executorch`` of a copy of ``edge``; NotSupported when the pip runtime registered no kernel
+    for an operator of its plan (``where``: where those operators are)."""
+    executorch = copy.deepcopy(edge).to_executorch()
     plan = executorch.executorch_program.execution_plan[0]
     have = runtime_operators()
-    return sorted({f"{o.name.replace('::', '.')}.{o.overload or 'default'}"
-                   for o in plan.operators
-                   if f"{o.name}.{o.overload}" not in have and o.name not in have})
+    missing = sorted({f"{o.name.replace('::', '.')}.{o.overload or 'default'}"
+                      for o in plan.operators
+                      if f"{o.name}.{o.overload}" not in have and o.name not in have})
+    if missing:
+        raise BackendError(
+            Error.NotSupported,
+            f"the ExecuTorch runtime has no kernel for {', '.join(missing)}{where} (it would fail at load_method with OperatorMissing)",
+        )
+    return executorch
 
 
 def _reexecutorch_portable(entry: Lowered) -> Lowered:
@@ -882,19 +876,6 @@ def _lower_portable(program, compile_specs, *, skip_retraces: bool = True) -> Lo
         raise BackendError(Error.InvalidArgument, f"executorch-portable takes no compile specs, got {[s.key for s in compile_specs]}")
     exported = _private_copy(program, skip_retraces)
     with _LOWER_LOCK:
-        try:
-            edge = to_edge(exported).transform([restore_harness_handles])
-        except Exception as exc:
-            refusal = refusal_from(exc)
-            if refusal is not None:
-                raise refusal from exc
-            raise
-        executorch = copy.deepcopy(edge).to_executorch()
-    missing = _missing_kernels(executorch)
-    if missing:
-        raise BackendError(
-            Error.NotSupported,
-            f"the ExecuTorch runtime has no kernel for {', '.join(missing)} "
-            "(it would fail at load_method with OperatorMissing)",
-        )
+        edge = _refusing(lambda: to_edge(exported).transform([restore_harness_handles]))
+        executorch = _runnable(edge)
     return Lowered(bytes(executorch.buffer), _instruction_map(executorch), {}, edge=edge)

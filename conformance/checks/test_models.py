@@ -12,7 +12,10 @@ the first operator that goes wrong (``conformance.localize``): the verdict stays
 model's output, the message and the stats say where it starts.
 
 A model the backend refuses at preprocess is NOT_SUPPORTED, naming the ops its manifest does not
-claim; refusing a model made only of claimed ops is PREPROCESS_FAIL.
+claim; refusing a model made only of claimed ops is PREPROCESS_FAIL. A backend that declares
+partial delegation is asked for the part it takes: the whole model is still compared, the
+delegated fraction reported, and the result NOT_SUPPORTED, never a pass (``_whole``, which QNT
+shares).
 """
 
 from __future__ import annotations
