@@ -9,14 +9,11 @@ of the model by name, overload and debug handle, through ``certify`` itself.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import numpy as np
 
 from conformance import specs
 from conformance.models import MODELS, model_program
+from tests.certifying import certify
 
 SPEC = specs.load()
 
@@ -35,20 +32,8 @@ def test_every_model_has_an_input_range_per_input_and_a_depth():
         assert program.depth >= 4, name
 
 
-def _certify(backend: str, out, *selection: str) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-m", "conformance", "certify", backend, "--profile", "models", "--output", str(out), "--workers", "0",
-         "--skip-perf", "--", "-k", " or ".join(selection)],
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
-    reports = list(out.glob("*/report.json"))
-    assert len(reports) == 1, done.stdout[-3000:]
-    return {r["id"]: r for r in json.loads(reports[0].read_text())["results"]}
-
-
 def test_a_wrong_depthwise_convolution_is_localized_in_mobilenet(tmp_path):
-    results = _certify("tests/seeded/defects.py:depthwise_conv_first_filter", tmp_path, "mobilenet_v2", "lenet")
+    results, _ = certify("tests/seeded/defects.py:depthwise_conv_first_filter", tmp_path, "models", "mobilenet_v2", "lenet")
     assert results["test_MOD_001_model_matches_reference[lenet]"]["category"] == "PASS"  # no depthwise convolution there
     failed = results["test_MOD_001_model_matches_reference[mobilenet_v2]"]
     assert failed["category"] == "MISMATCH", failed

@@ -9,24 +9,9 @@ operator inside the delegate is still a MISMATCH, named. The backends are in tes
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 from conformance.checks._whole import delegation
 from conformance.models import model_program
-
-
-def _certify(backend: str, out, *selection: str) -> tuple[dict, dict]:
-    done = subprocess.run(
-        [sys.executable, "-m", "conformance", "certify", backend, "--profile", "models", "--output", str(out), "--workers", "0",
-         "--skip-perf", "--", "-k", " or ".join(selection)],
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
-    (report,) = list(out.glob("*/report.json"))
-    document = json.loads(report.read_text())
-    return {r["id"]: r for r in document["results"]}, document["verdict"]
+from tests.certifying import certify
 
 
 def test_the_delegated_fraction_counts_the_nodes_the_map_names():
@@ -42,7 +27,7 @@ def test_the_delegated_fraction_counts_the_nodes_the_map_names():
 
 
 def test_a_partially_delegated_model_reports_its_fraction_and_is_not_a_pass(tmp_path):
-    results, verdict = _certify("tests/seeded/defects.py:partial_max_pool_on_fallback", tmp_path, "MOD and (resnet18 or lenet)")
+    results, verdict = certify("tests/seeded/defects.py:partial_max_pool_on_fallback", tmp_path, "models", "MOD and (resnet18 or lenet)")
     assert results["test_MOD_001_model_matches_reference[lenet]"]["category"] == "PASS"  # no max pooling: all delegated
     partial = results["test_MOD_001_model_matches_reference[resnet18]"]
     assert partial["category"] == "NOT_SUPPORTED", partial
@@ -54,7 +39,7 @@ def test_a_partially_delegated_model_reports_its_fraction_and_is_not_a_pass(tmp_
 
 
 def test_a_wrong_op_inside_a_partial_delegate_is_a_mismatch(tmp_path):
-    results, _ = _certify("tests/seeded/defects.py:partial_with_conv_padded_one_side", tmp_path, "MOD and resnet18")
+    results, _ = certify("tests/seeded/defects.py:partial_with_conv_padded_one_side", tmp_path, "models", "MOD and resnet18")
     failed = results["test_MOD_001_model_matches_reference[resnet18]"]
     assert failed["category"] == "MISMATCH", failed
     assert "partially delegated: 69 of 70 operators" in failed["message"]

@@ -10,15 +10,12 @@ where the values are within budget), one that reads every channel's weight scale
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 from conformance import specs
 from conformance.quantize import OPS, Grid, quantized_program
+from tests.certifying import certify
 
 SPEC = specs.load()
 
@@ -49,20 +46,8 @@ def test_the_grid_tells_steps_from_values_between_them():
     assert grid.off_grid(np.array([0.26, (127 + 3 + 1) * 0.5, np.nan], np.float32)).all()  # between steps, past quant_max, NaN
 
 
-def _certify(backend: str, out, *selection: str) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-m", "conformance", "certify", backend, "--profile", "quantized", "--output", str(out), "--workers", "0",
-         "--skip-perf", "--", "-k", " or ".join(selection)],
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
-    reports = list(out.glob("*/report.json"))
-    assert len(reports) == 1, done.stdout[-3000:]
-    return {r["id"]: r for r in json.loads(reports[0].read_text())["results"]}
-
-
 def test_the_reference_passes_and_stays_within_a_step_of_eager(tmp_path):
-    results = _certify("reference", tmp_path, "QNT and (conv_bn_relu or mul or lenet)")
+    results, _ = certify("reference", tmp_path, "quantized", "QNT and (conv_bn_relu or mul or lenet)")
     assert {"conv_bn_relu", "mul", "lenet"} <= {r["model"] for r in results.values()}  # -k matches substrings: lenet, mobilenet_v2
     assert {r["category"] for r in results.values()} == {"PASS"}, results
     for r in results.values():
@@ -71,7 +56,7 @@ def test_the_reference_passes_and_stays_within_a_step_of_eager(tmp_path):
 
 
 def test_folding_quantize_pairs_away_is_off_the_grid(tmp_path):
-    results = _certify("tests/seeded/defects.py:quantize_pairs_folded_away", tmp_path, "QNT_003 and (conv2d or mlp)")
+    results, _ = certify("tests/seeded/defects.py:quantize_pairs_folded_away", tmp_path, "quantized", "QNT_003 and (conv2d or mlp)")
     for name in ("conv2d", "conv2d_relu", "mlp"):
         failed = results[f"test_QNT_003_outputs_on_quantization_grid[{name}]"]
         assert failed["category"] == "MISMATCH", failed
@@ -79,7 +64,7 @@ def test_folding_quantize_pairs_away_is_off_the_grid(tmp_path):
 
 
 def test_one_weight_scale_for_every_channel_fails_the_per_channel_programs_only(tmp_path):
-    results = _certify("tests/seeded/defects.py:per_channel_scale_of_channel_0", tmp_path, "QNT_001 and (conv2d or add or mul)")
+    results, _ = certify("tests/seeded/defects.py:per_channel_scale_of_channel_0", tmp_path, "quantized", "QNT_001 and (conv2d or add or mul)")
     for name in ("conv2d", "depthwise_conv2d", "conv2d_relu"):
         failed = results[f"test_QNT_001_quantized_op_matches_reference[{name}]"]
         assert failed["category"] == "MISMATCH", failed
