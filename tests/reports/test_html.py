@@ -555,3 +555,24 @@ def test_real_certify_run_of_a_hostile_backend(tmp_path):
     assert row.find("td", class_="message").text().endswith(PAYLOAD)
     assert dom.find(id="not-run"), "the mandatory checks this selection skipped are listed"
     assert dom.find(id="replay").find_all("li"), "the failing NUM check saved a replayable example"
+
+
+def test_quantized_and_partially_delegated_programs_in_chromium(tmp_path):
+    """The checked-in quantized report of executorch-xnnpack: one row per QNT result with its budget
+    and worst error in steps, and the delegated fraction where XNNPACK took part of a program."""
+    report = json.loads((ROOT / "reports" / "quantized" / "executorch-xnnpack" / "report.json").read_text())
+    markup = render(report, SPECS.clauses)
+    assert_self_contained(markup)
+    dom = parse(dump_dom(_write(tmp_path, "quantized.html", markup)))
+    assert dom.find("a", href="#quantized") is not None
+    rows = dom.find(id="quantized-table").find_all("tr", data_program=True)
+    qnt = [r for r in report["results"] if r["clause"].startswith("QNT-")]
+    assert {(r.attrs["data-program"], r.attrs["data-clause"]) for r in rows} == {(r["model"], r["clause"]) for r in qnt}
+    partial = [r for r in qnt if (r.get("stats") or {}).get("delegated")]
+    assert partial, "XNNPACK leaves max pooling to ExecuTorch's CPU kernels in conv_max_pool2d and resnet18"
+    for result in partial:
+        row = next(r for r in rows if (r.attrs["data-program"], r.attrs["data-clause"]) == (result["model"], result["clause"]))
+        cells = [td.text() for td in row.find_all("td")]
+        taken = result["stats"]["delegated"]
+        assert f"{taken['ops']}/{taken['ops_total']} ops" in cells[8], cells
+        assert row.find_all("td")[2].attrs["data-category"] == result["category"]
