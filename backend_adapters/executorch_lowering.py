@@ -787,7 +787,7 @@ def lower_xnnpack_partial(program, compile_specs: Sequence[CompileSpec]) -> Lowe
 
 
 def _lower_xnnpack_partial(program, compile_specs, *, skip_retraces: bool = True) -> Lowered:
-    import executorch.kernels.quantized  # noqa: F401 - the out variants of quantized_decomposed ops left outside the delegate
+    import executorch.kernels.quantized  # noqa: F401 - the out variants of quantized_decomposed ops left outside the delegate (AOT)
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
@@ -818,8 +818,12 @@ def _reexecutorch_partial(entry: Lowered) -> Lowered:
 
 @functools.lru_cache(maxsize=1)
 def runtime_operators() -> frozenset[str]:
-    """The kernels the pip runtime registered, as ``aten::add.out``."""
+    """The kernels the pip runtime registered, as ``aten::add.out`` (the quantized library's included)."""
     from executorch.runtime import Runtime
+
+    from .executorch_runtime import load_kernel_libraries
+
+    load_kernel_libraries()
 
     return frozenset(Runtime.get().operator_registry.operator_names)
 

@@ -225,6 +225,15 @@ class _Handle:
         self.destroyed = False
 
 
+def load_kernel_libraries() -> None:
+    """Register the kernel libraries an ExecuTorch app links beside the portable ones: the quantized
+    kernels (quantize/dequantize of PT2E programs) register with the runtime only when
+    ``executorch.kernels.quantized`` is imported. A process whose programs all came from the disk
+    cache of lowerings never lowered one, so the runtime imports it too (else load_method fails
+    with OperatorMissing for kernels the pip wheel ships)."""
+    import executorch.kernels.quantized  # noqa: F401
+
+
 class ExecuTorchRuntime(BackendInterface):
     """BackendInterface over ExecuTorch's C++ runtime (pybindings)."""
 
@@ -249,6 +258,8 @@ class ExecuTorchRuntime(BackendInterface):
 
     def init(self, context, processed, compile_specs):
         from executorch.runtime import Runtime, Verification
+
+        load_kernel_libraries()
 
         try:
             blob = bytes(processed.data)
