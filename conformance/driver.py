@@ -209,10 +209,12 @@ class Driver:
     # -- the whole path -------------------------------------------------------------------
 
     def run(
-        self, exported, inputs: Sequence[np.ndarray], expected_like: Sequence[np.ndarray], *, layout: str = "contiguous"
+        self, exported, inputs: Sequence[np.ndarray], expected_like: Sequence[np.ndarray], *, layout: str = "contiguous",
+        compile_specs: Sequence[CompileSpec] | None = None,
     ) -> RunResult:
-        """preprocess -> init -> execute -> destroy; inputs reach the backend in ``layout`` (INPUT_LAYOUTS)."""
-        result, _ = self.preprocess(exported)
+        """preprocess -> init -> execute -> destroy; inputs reach the backend in ``layout`` (INPUT_LAYOUTS);
+        ``compile_specs`` for preprocess (default: the backend's own)."""
+        result, _ = self.preprocess(exported, compile_specs)
         loaded = self.init(result)
         try:
             execution = self.execute(loaded, inputs, expected_like, layout=layout)

@@ -97,10 +97,12 @@ Tolerances = Callable[[int], oracle.Tolerance]
 """The tolerance of a node's output at a given depth."""
 
 
-def localize(backend, exported, inputs: Sequence[np.ndarray], tolerance: Tolerances) -> Localization | None:
+def localize(backend, exported, inputs: Sequence[np.ndarray], tolerance: Tolerances, *,
+             compile_specs: Sequence | None = None) -> Localization | None:
     """The first node of ``exported`` whose output ``backend`` computes unlike eager (see the
     module's docstring); None when every node's output matches (the difference lies in how the
-    outputs were delivered, not in any node)."""
+    outputs were delivered, not in any node). ``compile_specs``: preprocess's for every program
+    run here (default: the backend's own; the whole-program checks pass PARTIAL_DELEGATION too)."""
     eager = eager_values(exported, inputs)
     nodes = _tensor_nodes(exported, eager)
     if not nodes:
@@ -116,7 +118,7 @@ def localize(backend, exported, inputs: Sequence[np.ndarray], tolerance: Toleran
     names = [n.name for n in nodes]
     found: tuple[int, oracle.Comparison] | None = None
     try:
-        ran = driver.run(exposing(exported, names), inputs, [eager[n] for n in names])
+        ran = driver.run(exposing(exported, names), inputs, [eager[n] for n in names], compile_specs=compile_specs)
         method = "intermediate outputs"
         for i, cmp in enumerate(compared(names, ran.outputs)):
             if not cmp.ok:
@@ -124,7 +126,7 @@ def localize(backend, exported, inputs: Sequence[np.ndarray], tolerance: Toleran
                 break
     except CheckFailure:
         method = "prefixes"
-        found = _descend(driver, exported, inputs, nodes, lambda i, out: compared([names[i]], out)[0], eager)
+        found = _descend(driver, exported, inputs, nodes, lambda i, out: compared([names[i]], out)[0], eager, compile_specs)
     if found is None:
         return None
     index, cmp = found
@@ -133,7 +135,7 @@ def localize(backend, exported, inputs: Sequence[np.ndarray], tolerance: Toleran
     isolated, detail = None, ""
     try:
         program, feeds = isolated_program(exported, node.name, eager)
-        out = driver.run(program, feeds, [eager[node.name]]).outputs
+        out = driver.run(program, feeds, [eager[node.name]], compile_specs=compile_specs).outputs
         isolated = compared([node.name], out)[0]
     except CheckFailure as exc:
         detail = f"the backend did not run it ({exc.category.name}: {exc.message})"
@@ -151,7 +153,7 @@ def localize(backend, exported, inputs: Sequence[np.ndarray], tolerance: Toleran
     )
 
 
-def _descend(driver, exported, inputs, nodes, compare_one, eager) -> tuple[int, oracle.Comparison] | None:
+def _descend(driver, exported, inputs, nodes, compare_one, eager, compile_specs=None) -> tuple[int, oracle.Comparison] | None:
     """From the program's first output node that differs, down through the op nodes it reads to
     one that differs while every op node it reads matches: where the error starts. Each node's
     value comes from a prefix of the program ending at it (cached: each node lowered at most once)."""
@@ -161,7 +163,7 @@ def _descend(driver, exported, inputs, nodes, compare_one, eager) -> tuple[int, 
     def differs(name: str) -> oracle.Comparison | None:
         if name not in cache:
             try:
-                out = driver.run(exposing(exported, [name]), inputs, [eager[name]]).outputs
+                out = driver.run(exposing(exported, [name]), inputs, [eager[name]], compile_specs=compile_specs).outputs
                 cmp = compare_one(index[name], out)
                 cache[name] = None if cmp.ok else cmp
             except CheckFailure as exc:  # a prefix it cannot run: it does not compute that node right

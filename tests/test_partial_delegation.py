@@ -44,3 +44,6 @@ def test_a_wrong_op_inside_a_partial_delegate_is_a_mismatch(tmp_path):
     assert failed["category"] == "MISMATCH", failed
     assert "partially delegated: 69 of 70 operators" in failed["message"]
     assert failed["stats"]["delegated"]["outside"] == {"aten.max_pool2d_with_indices.default": 1}
+    found = failed["stats"]["localization"]  # localized with PARTIAL_DELEGATION too: the first padded convolution
+    assert found["op"] == "aten.convolution.default" and found["delegated"] is True, found
+    assert "(inside the delegate)" in failed["message"]

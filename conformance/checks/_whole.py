@@ -125,6 +125,8 @@ class Delegation:
     flops_total: int
     outside: dict[str, int]
     """Operators left outside the delegate, by overload, with their counts."""
+    handles: frozenset = frozenset()
+    """The debug handles of the delegated nodes (not reported: ``ops`` counts them)."""
 
     def stats(self) -> dict:
         return {
@@ -190,6 +192,7 @@ def delegation(exported, inputs, debug_handle_map) -> Delegation:
         flops=sum(flops.get(n.name, 0) for n in inside),
         flops_total=sum(flops.get(n.name, 0) for n in nodes),
         outside=outside,
+        handles=frozenset(handles),
     )
 
 
@@ -310,14 +313,19 @@ def check(backend, result, subject: Subject, unclaimed: Callable[[], list[str]])
         if partial is not None:
             message += f" ({partial.describe()})"
         stats = {**cmp.stats()}
+        specs = [*backend.compile_specs, PARTIAL_DELEGATION] if partial is not None else None
         try:
-            found = localize.localize(backend, program.fresh(), inputs, subject.localize_tolerance)
+            found = localize.localize(backend, program.fresh(), inputs, subject.localize_tolerance, compile_specs=specs)
         except Exception as exc:  # noqa: BLE001 - the verdict stands without the localization
             message += f"; localization failed: {type(exc).__name__}: {exc}"
         else:
             message += "; " + (found.describe() if found else "every operator's output matches: the difference is in how the outputs were delivered")
             if found:
                 stats["localization"] = found.stats()
+            if found and partial is not None:
+                inside = found.debug_handle in partial.handles
+                message += " (inside the delegate)" if inside else " (a node left outside the delegate: the backend's fallback ran it)"
+                stats["localization"]["delegated"] = inside
         raise CheckFailure(Category.MISMATCH, message, stats=stats)
     if partial is not None:
         result.not_supported(
