@@ -41,20 +41,6 @@ from conformance.programs import ModuleProgram, ProgramCache, module_program
 
 QUANTIZER = "XNNPACKQuantizer, get_symmetric_quantization_config(is_per_channel=True)"
 """The quantization recipe, as reports name it."""
-DEQUANTIZE = frozenset(
-    {
-        "quantized_decomposed.dequantize_per_tensor.default",
-        "quantized_decomposed.dequantize_per_tensor.tensor",
-        "quantized_decomposed.dequantize_per_channel.default",
-    }
-)
-QUANTIZE = frozenset(
-    {
-        "quantized_decomposed.quantize_per_tensor.default",
-        "quantized_decomposed.quantize_per_tensor.tensor",
-        "quantized_decomposed.quantize_per_channel.default",
-    }
-)
 CALIBRATION_DRAWS = 4
 
 
@@ -301,4 +287,4 @@ def quantized_program(name: str, kind: str, ranges: tuple, cache: ProgramCache |
     return QuantizedProgram(program, output_grids(program.exported))
 
 
-__all__ = ["DEQUANTIZE", "OPS", "QUANTIZE", "QUANTIZER", "Grid", "QuantizedProgram", "QuantizerMissing", "quantized_program"]
+__all__ = ["OPS", "QUANTIZER", "Grid", "QuantizedProgram", "QuantizerMissing", "quantized_program"]

@@ -219,6 +219,14 @@ class QuantizedSpec:
 STEP_SLACK = 1e-3
 """Part of a quantization step added to a QNT budget: (q - z) * s in float32 is not exactly a
 multiple of s, so two values one step apart may differ by a hair more than s."""
+QUANTIZED_KINDS = {"QNT-001": "op", "QNT-002": "model"}
+"""The kind of quantized program a QNT clause runs; a clause not listed (QNT-003) runs every one."""
+
+
+def quantized_programs(clause: str, profile, specs) -> tuple[str, ...]:
+    """The quantized programs of ``profile`` that ``clause`` runs (``QUANTIZED_KINDS``)."""
+    kind = QUANTIZED_KINDS.get(clause)
+    return tuple(n for n in profile.quantized if kind is None or specs.quantized[n].kind == kind)
 
 
 @dataclass(frozen=True)
@@ -629,8 +637,8 @@ def _load_profiles(
             unknown = sorted(set(dtype_field) - set(selected))
             if unknown:
                 raise SpecError(f"{where}: dtypes given for ops the profile does not select: {unknown}")
-        model_names = _names(where, body, "models", models, list(base.models) if base else [])
-        quantized_names = _names(where, body, "quantized", quantized, list(base.quantized) if base else [])
+        model_names = _names(where, body, "models", "model", models, list(base.models) if base else [])
+        quantized_names = _names(where, body, "quantized", "quantized program", quantized, list(base.quantized) if base else [])
         out[name] = Profile(
             name=name,
             description=_expect(where, body, "description", str),
@@ -643,16 +651,17 @@ def _load_profiles(
     return out
 
 
-def _names(where: str, body: Mapping, key: str, known: Mapping, names: list[str]) -> list[str]:
-    """A profile's ``models`` or ``quantized``: "all" or a list of names ``known`` defines, after ``names`` (its base's)."""
+def _names(where: str, body: Mapping, key: str, what: str, known: Mapping, names: list[str]) -> list[str]:
+    """A profile's ``models`` or ``quantized``: "all" or a list of names ``known`` defines (each a
+    ``what``), after ``names`` (its base's)."""
     field_ = _expect(where, body, key, (list, str), [])
     if field_ == "all":
         field_ = list(known)
     elif isinstance(field_, str):
-        raise SpecError(f"{where}: {key} must be 'all' or a list of names")
+        raise SpecError(f"{where}: {key} must be 'all' or a list of {what} names")
     unknown = [m for m in field_ if m not in known]
     if unknown:
-        raise SpecError(f"{where}: unknown {key} program(s) {', '.join(with_suggestion(m, known) for m in unknown)}")
+        raise SpecError(f"{where}: unknown {what}(s) {', '.join(with_suggestion(m, known) for m in unknown)}")
     return names + [m for m in field_ if m not in names]
 
 

@@ -20,6 +20,7 @@ are the MISMATCH of the whole, localized, with the delegated fraction beside it.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -146,9 +147,13 @@ class Delegation:
 
 
 def _operator_nodes(exported) -> list:
+    """The nodes that compute: not getitem (one of an op's outputs), not symbolic-size arithmetic."""
     import operator
 
-    return [n for n in exported.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
+    from conformance.api.ops import op_name
+
+    return [n for n in exported.graph.nodes
+            if n.op == "call_function" and n.target is not operator.getitem and not op_name(n.target).startswith("sym")]
 
 
 def node_flops(exported, inputs: tuple[np.ndarray, ...]) -> dict[str, int]:
@@ -179,19 +184,15 @@ def delegation(exported, inputs, debug_handle_map) -> Delegation:
     from conformance.api.ops import op_name
 
     handles = {h for values in (debug_handle_map or {}).values() for h in (values if isinstance(values, (list, tuple)) else (values,))}
-    nodes = [n for n in _operator_nodes(exported) if not op_name(n.target).startswith("sym")]
+    nodes = _operator_nodes(exported)
     flops = node_flops(exported, inputs)
     inside = [n for n in nodes if n.meta.get("debug_handle") in handles]
-    outside: dict[str, int] = {}
-    for n in nodes:
-        if n.meta.get("debug_handle") not in handles:
-            outside[op_name(n.target)] = outside.get(op_name(n.target), 0) + 1
     return Delegation(
         ops=len(inside),
         ops_total=len(nodes),
         flops=sum(flops.get(n.name, 0) for n in inside),
         flops_total=sum(flops.get(n.name, 0) for n in nodes),
-        outside=outside,
+        outside=dict(Counter(op_name(n.target) for n in nodes if n.meta.get("debug_handle") not in handles)),
         handles=frozenset(handles),
     )
 
@@ -206,19 +207,18 @@ def unclaimed(backend, program) -> list[str]:
 
     out = set()
     for n in _operator_nodes(program.exported):
-        name = op_name(n.target)
         first = next((a.meta.get("val") for a in n.all_input_nodes if hasattr(a.meta.get("val"), "dtype")), None)
         dtype = str(first.dtype).removeprefix("torch.") if first is not None else "float32"
-        if not name.startswith("sym") and not backend.manifest.claims(name, dtype):
-            out.add(name)
+        if not backend.manifest.claims(op_name(n.target), dtype):
+            out.add(op_name(n.target))
     return sorted(out)
 
 
 
-def lower(backend, result, subject: Subject, unclaimed: Callable[[], list[str]]):
+def lower(backend, result, subject: Subject):
     """preprocess the whole program: (driver, PreprocessResult, Delegation or None). A refusal is
-    NOT_SUPPORTED naming ``unclaimed()`` (ops the manifest does not claim); with none unclaimed it
-    is PREPROCESS_FAIL. A backend that declares partial delegation is asked again with
+    NOT_SUPPORTED naming the ops the manifest does not claim (``unclaimed``); with none it is
+    PREPROCESS_FAIL. A backend that declares partial delegation is asked again with
     ``PARTIAL_DELEGATION`` before either."""
     driver = Driver(backend)
     program = subject.program
@@ -241,7 +241,7 @@ def lower(backend, result, subject: Subject, unclaimed: Callable[[], list[str]])
             if taken.ops:
                 # Every node named: the backend took the whole program after all, judged as such.
                 return driver, lowered, (taken if taken.ops < taken.ops_total else None)
-    missing = unclaimed()
+    missing = unclaimed(backend, program)
     if not missing:
         raise CheckFailure(
             Category.PREPROCESS_FAIL,
@@ -251,10 +251,10 @@ def lower(backend, result, subject: Subject, unclaimed: Callable[[], list[str]])
     result.not_supported(f"{subject.label}: refused at preprocess ({refusal.message}); ops the manifest does not claim: {', '.join(missing)}")
 
 
-def check(backend, result, subject: Subject, unclaimed: Callable[[], list[str]]) -> None:
+def check(backend, result, subject: Subject) -> None:
     """Run ``subject`` end to end (see the module's docstring); raises the verdict's CheckFailure."""
     program = subject.program
-    driver, lowered, partial = lower(backend, result, subject, unclaimed)
+    driver, lowered, partial = lower(backend, result, subject)
     reference = Driver(support.reference_backend())
     module = program.exported.module()
     worst, worst_eager = Worst(), Worst()

@@ -288,9 +288,7 @@ def quantized_table(report: Mapping[str, Any]) -> list[tuple]:
             r.get("category"),
             stats.get("depth", ""),
             stats.get("examples", ""),
-            f"{stats['lsb']:g}" if isinstance(stats.get("lsb"), (int, float)) else "",
-            f"{stats['max_lsb']:g}" if isinstance(stats.get("max_lsb"), (int, float)) else "",
-            f"{stats['max_lsb_vs_eager']:g}" if isinstance(stats.get("max_lsb_vs_eager"), (int, float)) else "",
+            *(f"{stats[k]:g}" if isinstance(stats.get(k), (int, float)) else "" for k in ("lsb", "max_lsb", "max_lsb_vs_eager")),
             delegated_cell(stats),
             f"{found['node']} ({found['op']})" if found else "",
         ))  # fmt: skip

@@ -30,6 +30,7 @@ from typing import Any
 
 from conformance import __version__
 from conformance.results import CHECK_PARAMETERS, FAILURES, INCONCLUSIVE, CaseResult, Category
+from conformance.specs import quantized_programs
 from conformance.transport import jsonable
 
 RESULTS_SCHEMA = "torch-backend-conformance/results/1"
@@ -343,14 +344,6 @@ def summarize(results: Iterable[CaseResult | Mapping[str, Any]]) -> dict[str, An
         },
         "clauses": {c: dict(sorted(v.items())) for c, v in sorted(clauses.items())},
     }
-
-
-def quantized_programs(clause: str, profile, specs) -> tuple[str, ...]:
-    """The quantized programs of ``profile`` a QNT clause runs: QNT-001 the operator patterns,
-    QNT-002 the models, QNT-003 every one (conformance/checks/test_quantized.py)."""
-    kind = {"QNT-001": "op", "QNT-002": "model"}.get(clause)
-    quantized = getattr(specs, "quantized", {}) or {}
-    return tuple(n for n in profile.quantized if kind is None or (n in quantized and quantized[n].kind == kind))
 
 
 def verdict(results: Iterable[CaseResult | Mapping[str, Any]], profile, specs) -> dict[str, Any]:
