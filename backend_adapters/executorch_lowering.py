@@ -722,13 +722,19 @@ def lower_xnnpack(program, compile_specs: Sequence[CompileSpec]) -> Lowered:
     return _lowered(program, compile_specs, "xnnpack", _XNNPACK_CACHE, _lower_xnnpack, _repreprocess_xnnpack)
 
 
-def _lower_xnnpack(program, compile_specs, *, skip_retraces: bool = True) -> Lowered:
+def _xnnpack_edge(exported):
+    """``to_edge_transform_and_lower`` with the XnnpackPartitioner, the harness's debug handles
+    restored; ExecuTorch's clean refusals as BackendError(NotSupported). Under ``_LOWER_LOCK``."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
+    return _refusing(lambda: to_edge_transform_and_lower(exported, transform_passes=[restore_harness_handles], partitioner=[XnnpackPartitioner()]))
+
+
+def _lower_xnnpack(program, compile_specs, *, skip_retraces: bool = True) -> Lowered:
     exported = _private_copy(program, skip_retraces)
     with _LOWER_LOCK:
-        edge = _refusing(lambda: to_edge_transform_and_lower(exported, transform_passes=[restore_harness_handles], partitioner=[XnnpackPartitioner()]))
+        edge = _xnnpack_edge(exported)
         top = edge.exported_program()
         leftovers, delegates = leftover_ops(top.graph)
         if leftovers:
@@ -783,17 +789,17 @@ def lower_xnnpack_partial(program, compile_specs: Sequence[CompileSpec]) -> Lowe
     """Preprocess for executorch-xnnpack under ``PARTIAL_DELEGATION`` (cached): what the
     XnnpackPartitioner takes goes to XNNPACK, the rest stays on ExecuTorch's CPU kernels, and the
     blob is the whole .pte; raises BackendError(NotSupported) when nothing is delegated."""
-    return _lowered(program, compile_specs, "xnnpack-partial", _XNNPACK_PARTIAL_CACHE, _lower_xnnpack_partial, _reexecutorch_partial)
+    return _lowered(program, compile_specs, "xnnpack-partial", _XNNPACK_PARTIAL_CACHE, _lower_xnnpack_partial,
+                    lambda entry: _reexecutorch(entry, _delegated_map))
 
 
 def _lower_xnnpack_partial(program, compile_specs, *, skip_retraces: bool = True) -> Lowered:
-    import executorch.kernels.quantized  # noqa: F401 - the out variants of quantized_decomposed ops left outside the delegate (AOT)
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.exir import to_edge_transform_and_lower
+    from .executorch_runtime import load_kernel_libraries
 
+    load_kernel_libraries()  # the out variants of the quantized_decomposed ops left outside the delegate
     exported = _private_copy(program, skip_retraces)
     with _LOWER_LOCK:
-        edge = _refusing(lambda: to_edge_transform_and_lower(exported, transform_passes=[restore_harness_handles], partitioner=[XnnpackPartitioner()]))
+        edge = _xnnpack_edge(exported)
         if leftover_ops(edge.exported_program().graph)[1] == 0:
             raise BackendError(Error.NotSupported, "the XnnpackPartitioner delegated nothing of this program")
         executorch = _runnable(edge, ", left outside the XNNPACK delegate")
@@ -804,12 +810,6 @@ def _delegated_map(executorch) -> dict[int, tuple[int, ...]]:
     """The emitter's instruction -> debug handles map, for the delegate calls only: the nodes XNNPACK computes."""
     delegates = executorch.delegate_map.get("forward", {})
     return {k: v for k, v in _instruction_map(executorch).items() if k in delegates}
-
-
-def _reexecutorch_partial(entry: Lowered) -> Lowered:
-    with _LOWER_LOCK:
-        executorch = copy.deepcopy(entry.edge).to_executorch()
-    return Lowered(bytes(executorch.buffer), _delegated_map(executorch), {}, reproduced=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -830,7 +830,7 @@ def runtime_operators() -> frozenset[str]:
 
 def lower_portable(program, compile_specs: Sequence[CompileSpec]) -> Lowered:
     """Preprocess for executorch-portable (cached); raises BackendError(NotSupported) on refusal."""
-    return _lowered(program, compile_specs, "portable", _PORTABLE_CACHE, _lower_portable, _reexecutorch_portable)
+    return _lowered(program, compile_specs, "portable", _PORTABLE_CACHE, _lower_portable, lambda entry: _reexecutorch(entry, _instruction_map))
 
 
 def _refusing(lower):
@@ -861,10 +861,11 @@ def _runnable(edge, where: str = ""):
     return executorch
 
 
-def _reexecutorch_portable(entry: Lowered) -> Lowered:
+def _reexecutorch(entry: Lowered, debug_handle_map) -> Lowered:
+    """``to_executorch`` again on the entry's Edge program (PRE-002), its map made by ``debug_handle_map``."""
     with _LOWER_LOCK:
         executorch = copy.deepcopy(entry.edge).to_executorch()
-    return Lowered(bytes(executorch.buffer), _instruction_map(executorch), {}, reproduced=True)
+    return Lowered(bytes(executorch.buffer), debug_handle_map(executorch), {}, reproduced=True)
 
 
 def _instruction_map(executorch) -> dict[int, tuple[int, ...]]:
@@ -873,7 +874,9 @@ def _instruction_map(executorch) -> dict[int, tuple[int, ...]]:
 
 
 def _lower_portable(program, compile_specs, *, skip_retraces: bool = True) -> Lowered:
-    import executorch.kernels.quantized  # noqa: F401 - the out variants of the quantized_decomposed ops (PT2E programs)
+    from .executorch_runtime import load_kernel_libraries
+
+    load_kernel_libraries()  # the out variants of the quantized_decomposed ops (PT2E programs)
     from executorch.exir import to_edge
 
     if compile_specs:

@@ -227,10 +227,10 @@ class _Handle:
 
 def load_kernel_libraries() -> None:
     """Register the kernel libraries an ExecuTorch app links beside the portable ones: the quantized
-    kernels (quantize/dequantize of PT2E programs) register with the runtime only when
-    ``executorch.kernels.quantized`` is imported. A process whose programs all came from the disk
-    cache of lowerings never lowered one, so the runtime imports it too (else load_method fails
-    with OperatorMissing for kernels the pip wheel ships)."""
+    kernels (quantize/dequantize of PT2E programs) exist only once ``executorch.kernels.quantized``
+    is imported, for ``to_executorch`` (their out variants) and for the runtime alike. Lowering and
+    init both call this: a process whose programs all came from the disk cache of lowerings never
+    lowered one (else load_method fails with OperatorMissing for kernels the pip wheel ships)."""
     import executorch.kernels.quantized  # noqa: F401
 
 
