@@ -77,6 +77,9 @@ def checks_args(run: Run, *, workers: str, selection: str | None, extra: Sequenc
         # Warnings stay in the worker: xdist would ship each to the controller, which imports the
         # warning's category to rebuild it (ExecuTorch's: ~3 s of importing executorch.exir there).
         + ["-p", "no:warnings"]
+        # pytest's unraisable-exception hook runs gc.collect five times when a worker ends (~1 s over a
+        # full certification's heap) to report what the warnings plugin above no longer shows.
+        + ["-p", "no:unraisableexception"]
         + list(extra)
     )
 

@@ -195,6 +195,15 @@ def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> Compari
         return Comparison(True, "empty", total=0, **base)
     if not is_floating(dtype):
         return _integer_comparison(actual, expected, base)
+    if _same_bits(actual, expected):
+        # What the full comparison below gives for identical bits (NaN payloads and zero signs
+        # included), without its float64 copies and ULP arithmetic: most outputs of a passing
+        # backend are bit for bit the reference's.
+        worst = (0,) * expected.ndim
+        return Comparison(
+            ok=True, message="within tolerance", total=total, max_abs=0.0, max_ulp=0.0, mae=0.0, snr_db=math.inf,
+            worst_index=worst, expected_at_worst=expected[worst], actual_at_worst=actual[worst], **base,
+        )  # fmt: skip
 
     a = actual.astype(np.float64)
     e = expected.astype(np.float64)
@@ -260,6 +269,12 @@ def _show(v: Any) -> str:
     """A float as repr shows it, with the sign of zero and enough digits to tell neighbours apart."""
     f = float(v)
     return repr(f) if math.isfinite(f) and f != 0 else ("-0.0" if f == 0 and math.copysign(1, f) < 0 else repr(f))
+
+
+def _same_bits(actual: np.ndarray, expected: np.ndarray) -> bool:
+    """Whether two float arrays of one dtype and shape hold the same bits, element by element."""
+    unsigned = {2: np.uint16, 4: np.uint32, 8: np.uint64}[expected.dtype.itemsize]
+    return bool(np.array_equal(actual.view(unsigned), expected.view(unsigned)))
 
 
 def _as_binary(x: np.ndarray) -> np.ndarray:

@@ -312,9 +312,17 @@ def arrays(
         mix = "typical" if kind == "typical" else "everything"
         return st.just(fill_spread(rng, dtype, shape, domain, mix))
 
+    return _filled(dtype, tuple(shape), domain)
+
+
+@functools.lru_cache(maxsize=4096)
+def _filled(dtype: str, shape: tuple[int, ...], domain: str) -> st.SearchStrategy[np.ndarray]:
+    """``arrays``' strategy outside a directive, one per (dtype, shape, domain) while it is in use: a
+    new strategy costs hypothesis more (validation, its recursive properties) than drawing from it."""
+
     def build(drawn) -> np.ndarray:
         seed_, mix = drawn
-        return fill_spread(np.random.default_rng(seed_), dtype, tuple(shape), domain, mix)
+        return fill_spread(np.random.default_rng(seed_), dtype, shape, domain, mix)
 
     return _seed_and_mix().map(build)
 

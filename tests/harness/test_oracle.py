@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from conformance import oracle
 
@@ -22,3 +23,24 @@ def test_garbage_outputs_are_a_mismatch_not_a_harness_error():
     both = oracle.compare(np.full(4, 1e308), np.full(4, 1.5e308), oracle.DEFAULT_TOLERANCES["float64"])
     assert not both.ok  # signal and noise both overflow: no SNR to give, still a verdict
     assert oracle.compare(expected, expected, oracle.DEFAULT_TOLERANCES["float64"]).snr_db == math.inf
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("shape", [(), (5,), (2, 3)])
+def test_identical_bits_take_the_fast_path_with_the_full_statistics(monkeypatch, dtype, shape):
+    """Bit-identical outputs skip the float64 arithmetic; the Comparison is the one the full path gives."""
+    from conformance.api.scalar_type import numpy_dtype
+
+    values = np.array([np.nan, -0.0, np.inf, -np.inf, 1e-45, 3.5], dtype=np.float64)
+    expected = np.resize(values, shape).astype(np.float32).astype(numpy_dtype(dtype))
+    actual = expected.copy()
+    tol = oracle.tolerance_for(None, dtype)
+    fast = oracle.compare(actual, expected, tol)
+    monkeypatch.setattr(oracle, "_same_bits", lambda a, e: False)
+    full = oracle.compare(actual, expected, tol)
+    assert fast.ok and full.ok
+    assert fast.stats() == full.stats() and fast.message == full.message
+    flipped = expected.copy().reshape(-1)
+    flipped[:1] = -flipped[:1]  # the sign of a NaN, or of a zero: other bits, so the full comparison decides
+    monkeypatch.undo()
+    assert not oracle._same_bits(flipped.reshape(shape), expected)
