@@ -88,7 +88,7 @@ def perf_args(run: Run, *, selection: str | None, extra: Sequence[str] = ()) -> 
     """The performance phase: PERF alone, in one process (timing under xdist is unreliable)."""
     return (
         run.common()
-        + ["-p", "no:xdist", "-k", _and("test_PERF", selection)]
+        + ["-p", "no:xdist", "-p", "no:unraisableexception", "-k", _and("test_PERF", selection)]
         + ["--benchmark-min-rounds", "15", "--benchmark-max-time", "0.5", "--benchmark-disable-gc", "-q"]
         + list(extra)
     )

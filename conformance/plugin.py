@@ -444,6 +444,8 @@ def pytest_collection_finish(session):
     config = session.config
     if not _active(config):
         return
+    if session.items and not _uses_workers(config):
+        supervision.freeze_heap()
     st = state(config)
     if st.run_dir is None or not session.items:
         return

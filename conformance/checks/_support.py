@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from conformance import oracle
+from conformance import oracle, supervision
 from conformance.api import BackendUnderTest
 from conformance.api.tensors import to_numpy, to_torch
 from conformance.driver import Driver
@@ -440,7 +440,7 @@ def measure_growth(step: Callable[[], Any], *, what: str, ops: int, warmup: int,
         if started_tracing:
             tracemalloc.stop()
         if frozen:
-            gc.unfreeze()
+            supervision.thaw()
         meter.close()
     rates = {m: [(b[m] - a[m]) / segment for a, b in zip(samples, samples[1:])] for m in MEASURES if m in samples[0]}
     half = {m: samples[-1][m] - samples[0][m] for m in rates}
