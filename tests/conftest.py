@@ -21,6 +21,14 @@ CHECK_TIMEOUT = 40  # far above any check on an idle 2-core machine (a few secon
 HARD_TIMEOUT = 55
 
 
+def pytest_configure(config):
+    """The project's own xdist workers share the cores as certify's do (conformance.plugin.share_cores)."""
+    if hasattr(config, "workerinput"):
+        from conformance.plugin import share_cores
+
+        share_cores(int(config.workerinput.get("workercount", 1)))
+
+
 @pytest.fixture(scope="session")
 def certified(tmp_path_factory, worker_id) -> dict[str, dict]:
     """backend name -> report of one ``certify`` run of the seeded profile over all seeded backends.
