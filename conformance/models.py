@@ -112,13 +112,7 @@ def _mobilenet_v2():
 
     torch.manual_seed(0)
     model = MobileNetV2()
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, nn.BatchNorm2d):
-                m.running_mean.uniform_(-0.5, 0.5)
-                m.running_var.uniform_(0.5, 1.5)
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.uniform_(-0.2, 0.2)
+    _vary_batch_norms(model)
     return model.eval(), (_rng(12).standard_normal((1, 3, 32, 32), np.float32),)
 
 
@@ -167,13 +161,7 @@ def _resnet18():
 
     torch.manual_seed(0)
     model = ResNet18()
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, nn.BatchNorm2d):
-                m.running_mean.uniform_(-0.5, 0.5)
-                m.running_var.uniform_(0.5, 1.5)
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.uniform_(-0.2, 0.2)
+    _vary_batch_norms(model)
     return model.eval(), (_rng(13).standard_normal((1, 3, 32, 32), np.float32),)
 
 
@@ -281,14 +269,22 @@ def _unet_block():
 
     torch.manual_seed(0)
     model = UNetBlock()
+    _vary_batch_norms(model)
+    return model.eval(), (_rng(19).standard_normal((1, 3, 16, 16), np.float32),)
+
+
+def _vary_batch_norms(model) -> None:
+    """Give every BatchNorm2d of ``model`` running statistics and an affine transform of its own
+    (drawn from torch's generator, seeded by the caller), not the identity a new layer has."""
+    import torch
+
     with torch.no_grad():
         for m in model.modules():
-            if isinstance(m, nn.BatchNorm2d):
+            if isinstance(m, torch.nn.BatchNorm2d):
                 m.running_mean.uniform_(-0.5, 0.5)
                 m.running_var.uniform_(0.5, 1.5)
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.2, 0.2)
-    return model.eval(), (_rng(19).standard_normal((1, 3, 16, 16), np.float32),)
 
 
 MODELS: dict[str, Callable[[], tuple[Any, tuple[np.ndarray, ...]]]] = {

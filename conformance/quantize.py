@@ -97,13 +97,11 @@ def _depthwise_conv2d():
 def _conv_bn_relu():
     import torch
 
+    from conformance.models import _vary_batch_norms
+
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(4, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU()).eval()
-    with torch.no_grad():
-        model[1].running_mean.uniform_(-0.5, 0.5)
-        model[1].running_var.uniform_(0.5, 1.5)
-        model[1].weight.uniform_(0.5, 1.5)
-        model[1].bias.uniform_(-0.2, 0.2)
+    _vary_batch_norms(model)
     return model, (_rng(35).standard_normal((1, 4, 8, 8), np.float32),)
 
 
