@@ -284,20 +284,38 @@ class ProgramCache:
         self.stats.disk_hits += len(out)
         return out
 
-    def _store_disk(self, key: str, index: int, program) -> None:
-        import torch
-
+    def _store_disk(self, key: str, index: int, data: bytes) -> None:
         if not self.use_disk:
             return
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            buffer = io.BytesIO()
-            torch.export.save(program, buffer)
             tmp = self._disk_path(key, index).with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_bytes(buffer.getvalue())
+            tmp.write_bytes(data)
             os.replace(tmp, self._disk_path(key, index))
         except Exception as exc:
             log.warning("could not cache program %s: %s", key, exc)
+
+    @staticmethod
+    def _as_stored(program) -> tuple[Any, bytes | None]:
+        """``program`` as a later process reads it back from the disk cache, and its bytes.
+
+        torch.export.load does not give back the program torch.export.save was given: a node with
+        several outputs gets a getitem for each, used or not (MobileNetV2: 80 operator nodes read
+        back, 54 exported), so the debug handles differ too. Every process must see the same program
+        whether it exported it or read it, so a new export is read back from its own bytes (and
+        kept as exported only where it cannot be saved, which is logged)."""
+        import torch
+
+        try:
+            buffer = io.BytesIO()
+            torch.export.save(program, buffer)
+            data = buffer.getvalue()
+            stored = torch.export.load(io.BytesIO(data))
+        except Exception as exc:  # noqa: BLE001 - a program export cannot serialize is still a program
+            log.warning("an exported program does not survive torch.export.save/load (%s); used as exported", exc)
+            return program, None
+        assign_debug_handles(stored)
+        return stored, data
 
     def get(self, key_parts: Any, build: Callable[[], tuple[Any, list]], shapes: Sequence[tuple[int, ...]],
             dynamic: bool, keep: Sequence[str]):
@@ -333,11 +351,13 @@ class ProgramCache:
                 raise
             except Exception as exc:
                 raise HarnessError(f"torch.export failed: {type(exc).__name__}: {exc}") from exc
+        program, data = self._as_stored(program)
         self.stats.exports += 1
         self.stats.export_seconds += time.perf_counter() - start
         with self._lock:
             variants.append(program)
-            self._store_disk(key, len(variants) - 1, program)
+            if data is not None:
+                self._store_disk(key, len(variants) - 1, data)
         return program
 
 
