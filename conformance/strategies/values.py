@@ -66,6 +66,7 @@ def _float_elements(dtype: str, domain: str, subnormal: bool) -> st.SearchStrate
     return table[domain]
 
 
+@functools.cache
 def _int_bounds(dtype: str, domain: str) -> tuple[int, int, bool]:
     """(low, high, exclude_zero) for an integer dtype."""
     info = np.iinfo(numpy_dtype(dtype))
@@ -138,6 +139,7 @@ class _Bounds:
         return ok
 
 
+@functools.cache
 def _float_bounds(dtype: str, domain: str) -> _Bounds:
     big = _FLOAT_INFO[dtype][1]
     return {
