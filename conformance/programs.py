@@ -924,27 +924,46 @@ def _fake_mode():
     return FakeTensorMode()
 
 
+@dataclass(frozen=True)
+class _SchemaArg:
+    """One argument of an op's schema, read once (each read of ``op._schema`` builds new objects)."""
+
+    name: str
+    kwarg_only: bool
+    has_default: bool
+    default: Any
+
+
+@functools.cache
+def _schema_args(op) -> tuple[_SchemaArg, ...]:
+    return tuple(
+        _SchemaArg(a.name, a.kwarg_only, a.has_default_value(), a.default_value if a.has_default_value() else None)
+        for a in op._schema.arguments
+    )
+
+
 def _as_traced(op, args: list, kwargs: dict) -> tuple[list, dict]:
     """The argument form tracing records: positional arguments positionally, kwarg-only ones
     by name, both without the trailing values that equal the schema's defaults."""
-    positional = [a for a in op._schema.arguments if not a.kwarg_only]
+    schema = _schema_args(op)
+    positional = [a for a in schema if not a.kwarg_only]
     named = [i for i, a in enumerate(positional) if i >= len(args) and a.name in kwargs]
     for schema_arg in positional[len(args) : (named[-1] + 1 if named else 0)]:
         # a positional argument skipped by name takes its default, as the dispatcher fills it
-        args.append(kwargs.pop(schema_arg.name) if schema_arg.name in kwargs else schema_arg.default_value)
+        args.append(kwargs.pop(schema_arg.name) if schema_arg.name in kwargs else copy.copy(schema_arg.default))
 
     def is_default(schema_arg, value) -> bool:
-        if not schema_arg.has_default_value():
+        if not schema_arg.has_default:
             return False
-        default = schema_arg.default_value
+        default = schema_arg.default
         if isinstance(value, (list, tuple)) and isinstance(default, (list, tuple)):
             return list(value) == list(default)
         return type(value) is type(default) and value == default or (value is None and default is None)
 
     while args and len(args) <= len(positional) and is_default(positional[len(args) - 1], args[-1]):
         args.pop()
-    named = {a.name: a for a in op._schema.arguments if a.kwarg_only}
-    order = {a.name: i for i, a in enumerate(op._schema.arguments)}
+    named = {a.name: a for a in schema if a.kwarg_only}
+    order = {a.name: i for i, a in enumerate(schema)}
     kept = sorted((k for k in kwargs if not (k in named and is_default(named[k], kwargs[k]))), key=lambda k: order.get(k, len(order)))
     return args, {k: kwargs[k] for k in kept}
 
