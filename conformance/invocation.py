@@ -64,6 +64,9 @@ class Run:
         args += ["--hypothesis-profile", self.hypothesis_profile]
         args += ["--timeout", str(self.timeout), "-o", "timeout_func_only=true"]  # never interrupt pytest's own reporting
         args += ["-p", "no:cacheprovider", "-o", "addopts=", "-o", "python_files=test_*.py", "--rootdir", str(Path.cwd())]
+        # pytest's unraisable-exception hook runs gc.collect five times when a session's process ends
+        # (~1 s over a full certification's heap) to report unraisable exceptions nobody reads here.
+        args += ["-p", "no:unraisableexception"]
         return args
 
 
@@ -77,9 +80,6 @@ def checks_args(run: Run, *, workers: str, selection: str | None, extra: Sequenc
         # Warnings stay in the worker: xdist would ship each to the controller, which imports the
         # warning's category to rebuild it (ExecuTorch's: ~3 s of importing executorch.exir there).
         + ["-p", "no:warnings"]
-        # pytest's unraisable-exception hook runs gc.collect five times when a worker ends (~1 s over a
-        # full certification's heap) to report what the warnings plugin above no longer shows.
-        + ["-p", "no:unraisableexception"]
         + list(extra)
     )
 
@@ -88,7 +88,7 @@ def perf_args(run: Run, *, selection: str | None, extra: Sequence[str] = ()) -> 
     """The performance phase: PERF alone, in one process (timing under xdist is unreliable)."""
     return (
         run.common()
-        + ["-p", "no:xdist", "-p", "no:unraisableexception", "-k", _and("test_PERF", selection)]
+        + ["-p", "no:xdist", "-k", _and("test_PERF", selection)]
         + ["--benchmark-min-rounds", "15", "--benchmark-max-time", "0.5", "--benchmark-disable-gc", "-q"]
         + list(extra)
     )

@@ -266,19 +266,16 @@ class ProgramCache:
         return self.directory / f"{key}-{index}.pt2"
 
     def _load_disk(self, key: str) -> list[Any]:
-        import torch
-
         out = []
         if not self.use_disk:
             return out
         index = 0
         while (path := self._disk_path(key, index)).exists():
             try:
-                program = torch.export.load(path)
+                program = _read_program(path)
             except Exception as exc:  # a corrupt or stale entry is rebuilt, not fatal
                 log.warning("program cache entry %s unreadable (%s); rebuilding", path, exc)
                 break
-            assign_debug_handles(program)
             out.append(program)
             index += 1
         self.stats.disk_hits += len(out)
@@ -310,12 +307,10 @@ class ProgramCache:
             buffer = io.BytesIO()
             torch.export.save(program, buffer)
             data = buffer.getvalue()
-            stored = torch.export.load(io.BytesIO(data))
+            return _read_program(io.BytesIO(data)), data
         except Exception as exc:  # noqa: BLE001 - a program export cannot serialize is still a program
             log.warning("an exported program does not survive torch.export.save/load (%s); used as exported", exc)
             return program, None
-        assign_debug_handles(stored)
-        return stored, data
 
     def get(self, key_parts: Any, build: Callable[[], tuple[Any, list]], shapes: Sequence[tuple[int, ...]],
             dynamic: bool, keep: Sequence[str]):
@@ -359,6 +354,15 @@ class ProgramCache:
             if data is not None:
                 self._store_disk(key, len(variants) - 1, data)
         return program
+
+
+def _read_program(source):
+    """A program torch.export.save wrote (a path or a file object), with the harness's debug handles."""
+    import torch
+
+    program = torch.export.load(source)
+    assign_debug_handles(program)
+    return program
 
 
 _DEFAULT_CACHE: ProgramCache | None = None

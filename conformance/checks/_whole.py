@@ -209,8 +209,9 @@ def unclaimed(backend, program) -> list[str]:
     for n in _operator_nodes(program.exported):
         first = next((a.meta.get("val") for a in n.all_input_nodes if hasattr(a.meta.get("val"), "dtype")), None)
         dtype = str(first.dtype).removeprefix("torch.") if first is not None else "float32"
-        if not backend.manifest.claims(op_name(n.target), dtype):
-            out.add(op_name(n.target))
+        name = op_name(n.target)
+        if not backend.manifest.claims(name, dtype):
+            out.add(name)
     return sorted(out)
 
 
