@@ -71,6 +71,28 @@ def _resolve_op(name: str):
         raise HarnessError(f"torch has no operator {name}") from None
 
 
+@functools.cache
+def core_aten() -> frozenset[str]:
+    """Every overload of the installed torch tagged ``torch.Tag.core``, as ``aten.op.overload``.
+
+    Read from every registered ``aten::`` schema: iterating ``dir(torch.ops.aten)`` misses the
+    packets torch.ops creates lazily on first access."""
+    import torch
+
+    names = set()
+    for schema in torch._C._jit_get_all_schemas():
+        if not schema.name.startswith("aten::"):
+            continue
+        name = f"aten.{schema.name[len('aten::'):]}.{schema.overload_name or 'default'}"
+        try:
+            overload = _resolve_op(name)
+        except HarnessError:
+            continue
+        if torch.Tag.core in overload.tags:
+            names.add(name)
+    return frozenset(names)
+
+
 def _torch_dtypes(kwargs: dict) -> dict:
     """``kwargs`` with the dtype attributes a Call spells by name as torch dtypes."""
     return {k: torch_dtype(v) if k in DTYPE_ATTRIBUTES and isinstance(v, str) else v for k, v in kwargs.items()}

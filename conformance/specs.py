@@ -5,6 +5,7 @@ specs/ops/*.toml       operator specs, one file per family
 specs/models.toml      models of the MOD clauses (conformance/models.py builds them)
 specs/quantized.toml   quantized int8 programs of the QNT clauses (conformance/quantize.py builds them)
 specs/profiles.toml    certification profiles
+specs/scope.toml       core ATen overloads no NUM check certifies, each with the reason
 
 A broken spec file is refused with a message naming the file, the entry and the
 field, and what was expected.
@@ -239,6 +240,8 @@ class Specs:
     """sha256 over every spec file: the spec version a report carries."""
     models: Mapping[str, ModelSpec] = field(default_factory=lambda: MappingProxyType({}))
     quantized: Mapping[str, QuantizedSpec] = field(default_factory=lambda: MappingProxyType({}))
+    out_of_scope: Mapping[str, "OutOfScope"] = field(default_factory=lambda: MappingProxyType({}))
+    """Core ATen overloads (torch.Tag.core) no NUM check certifies, by name (specs/scope.toml)."""
 
     def op(self, name: str) -> OpSpec:
         """The spec of an overload, looked up by its core name or an Edge spelling."""
@@ -298,7 +301,7 @@ def load(root: str | Path | None = None) -> Specs:
     if not (root / "interface.toml").exists():
         raise SpecError(f"{root}: no interface.toml; pass --specs with the specs/ directory")
     files = [root / "interface.toml", root / "profiles.toml", *sorted((root / "ops").glob("*.toml"))]
-    files += [root / name for name in ("models.toml", "quantized.toml") if (root / name).exists()]
+    files += [root / name for name in ("models.toml", "quantized.toml", "scope.toml") if (root / name).exists()]
     digest = hashlib.sha256()
     for f in files:
         digest.update(f.relative_to(root).as_posix().encode())
@@ -306,7 +309,7 @@ def load(root: str | Path | None = None) -> Specs:
     clauses = _load_clauses(root / "interface.toml")
     ops: dict[str, OpSpec] = {}
     for f in files[2:]:
-        if f.name in ("models.toml", "quantized.toml") and f.parent == root:
+        if f.parent == root:
             continue
         for spec in _load_ops(f):
             for name in spec.names:
@@ -316,6 +319,7 @@ def load(root: str | Path | None = None) -> Specs:
     models = _load_models(root / "models.toml") if (root / "models.toml").exists() else {}
     quantized = _load_quantized(root / "quantized.toml", models) if (root / "quantized.toml").exists() else {}
     profiles = _load_profiles(root / "profiles.toml", clauses, ops, models=models, quantized=quantized)
+    out_of_scope = _load_scope(root / "scope.toml", ops) if (root / "scope.toml").exists() else {}
     return Specs(
         root=root,
         clauses=MappingProxyType(clauses),
@@ -324,7 +328,42 @@ def load(root: str | Path | None = None) -> Specs:
         digest=digest.hexdigest(),
         models=MappingProxyType(models),
         quantized=MappingProxyType(quantized),
+        out_of_scope=MappingProxyType(out_of_scope),
     )
+
+
+@dataclass(frozen=True)
+class OutOfScope:
+    """A core ATen overload the NUM clauses leave out, and why."""
+
+    name: str
+    reason: str
+    """Why no NUM check certifies it."""
+    exercised: str
+    """Where the harness runs it all the same ("" if nowhere)."""
+
+
+def _load_scope(path: Path, ops: Mapping[str, OpSpec]) -> dict[str, OutOfScope]:
+    data = read_toml(path)
+    _no_extra(str(path), data, {"out_of_scope"})
+    entries = expect_field(str(path), data, "out_of_scope", list, [])
+    scope: dict[str, OutOfScope] = {}
+    for index, body in enumerate(entries):
+        where = f"{path}: out_of_scope[{index}]"
+        if not isinstance(body, dict):
+            raise SpecError(f"{where}: must be a table with name, reason and exercised")
+        _no_extra(where, body, {"name", "reason", "exercised"})
+        name = expect_field(where, body, "name", str)
+        where = f"{path}: out_of_scope {name}"
+        reason = expect_field(where, body, "reason", str)
+        if not reason.strip():
+            raise SpecError(f"{where}: reason must say why the overload is left out")
+        if name in ops or any(name in s.edge for s in ops.values()):
+            raise SpecError(f"{where}: {name} has an op spec in specs/ops/; it cannot also be out of scope")
+        if name in scope:
+            raise SpecError(f"{where}: listed twice")
+        scope[name] = OutOfScope(name, reason.strip(), expect_field(where, body, "exercised", str, "").strip())
+    return scope
 
 
 def _tables(path: Path, data: Mapping, kind: str, allowed: set[str]):

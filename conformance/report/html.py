@@ -210,13 +210,15 @@ def view(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None) ->
         "title": title.strip(),
         "integrity": str((report.get("integrity") or {}).get("sha256", "")),
         "verdict": _verdict(report, state),
-        "toc": _toc(has_failures=failures is not None, has_models=bool(models), has_quantized=bool(quantized)),
+        "toc": _toc(has_failures=failures is not None, has_models=bool(models), has_quantized=bool(quantized),
+                    has_out_of_scope=bool((report.get("spec") or {}).get("out_of_scope"))),
         "failures": failures,
         "counts": _counts(report),
         "failing_clauses": _failing_clauses(report, clauses),
         "models": {"columns": MODEL_COLUMNS, "rows": models},
         "quantized": {"columns": QUANTIZED_COLUMNS, "rows": quantized},
         "matrix": _matrix(report),
+        "out_of_scope": sorted(((report.get("spec") or {}).get("out_of_scope") or {}).items()),
         "clauses": _clause_table(report, clauses),
         "performance": _performance(report),
         "environment": _environment(report),
@@ -322,7 +324,8 @@ def _verdict(report: Mapping[str, Any], state: str) -> dict[str, Any]:
     }
 
 
-def _toc(has_failures: bool = False, has_models: bool = False, has_quantized: bool = False) -> list[tuple[str, str]]:
+def _toc(has_failures: bool = False, has_models: bool = False, has_quantized: bool = False,
+         has_out_of_scope: bool = False) -> list[tuple[str, str]]:
     return [
         *([("failures", "Failures")] if has_failures else []),
         ("counts", "Counts"),
@@ -330,6 +333,7 @@ def _toc(has_failures: bool = False, has_models: bool = False, has_quantized: bo
         *([("models", "Models")] if has_models else []),
         *([("quantized", "Quantized programs")] if has_quantized else []),
         ("matrix", "Operators × dtypes"),
+        *([("out-of-scope", "Not certified")] if has_out_of_scope else []),
         ("clauses", "Clauses"),
         ("performance", "Performance"),
         ("environment", "Environment"),

@@ -127,6 +127,17 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
             ),
             "",
         ]
+    scope = report["spec"].get("out_of_scope") or {}
+    if scope:
+        lines += [
+            "## Core ATen overloads no check certifies",
+            "",
+            f"Every overload torch tags core has an op spec, except these {len(scope)} (specs/scope.toml):",
+            "",
+            tabulate([(f"`{safe.code(name)}`", _cell(why)) for name, why in sorted(scope.items())],
+                     headers=["overload", "why"], tablefmt="github"),
+            "",
+        ]
     domain = supported_domain(report)
     if domain:
         lines += [

@@ -148,11 +148,14 @@ def _environment(config, backend_name: str) -> dict[str, Any]:
 
 
 def spec_section(specs, profile) -> dict[str, Any]:
-    """The spec digest and profile name; the profile's definition too when it is not one of the
+    """The spec digest and profile name; for a profile with operator numerics, the core ATen overloads
+    the spec leaves out of them with the reasons (specs/scope.toml); the profile's definition too when it is not one of the
     spec's own (claimed, a user's file, an --ops/--dtypes selection), so the report can be verified."""
     from conformance.specs import is_builtin, profile_definition
 
     section = {"digest": specs.digest, "profile": profile.name}
+    if any(c.startswith("NUM-") for c in profile.clauses) and specs.out_of_scope:
+        section["out_of_scope"] = {name: entry.reason for name, entry in sorted(specs.out_of_scope.items())}
     if not is_builtin(profile, specs):
         section["profile_definition"] = profile_definition(profile)
     return section

@@ -30,6 +30,19 @@ def sym_stride(self: np.ndarray, dim: int) -> int:
     return int(np.prod(self.shape[dim + 1 :], dtype=np.int64))
 
 
+@graph_op("aten.sym_storage_offset.default")
+def sym_storage_offset(self: np.ndarray) -> int:
+    # The program describes its inputs as whole tensors; an offset into a buffer is the runtime's.
+    return 0
+
+
+@graph_op("aten.sym_is_contiguous.default")
+def sym_is_contiguous(self: np.ndarray, memory_format=None) -> bool:
+    # Inputs reach a backend in any layout and are read through their strides (NUM-001): the
+    # contiguous tensor a program describes is contiguous.
+    return True
+
+
 @graph_op("aten._assert_scalar.default")
 def assert_scalar(self, assert_msg: str) -> None:
     if not self:

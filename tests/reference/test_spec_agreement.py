@@ -7,7 +7,7 @@ import inspect
 import pytest
 
 from conformance import specs
-from conformance.programs import _resolve_op
+from conformance.programs import _resolve_op, core_aten
 from conformance.strategies import SIGNATURES, calls
 from reference_backend import supported_ops
 from reference_backend.kernels import EDGE_ALIASES, KERNELS
@@ -26,6 +26,26 @@ def test_every_specified_op_has_a_kernel_and_every_kernel_is_specified():
 def test_edge_spellings_are_declared_on_the_spec_of_the_op_they_compute():
     for alias, core in EDGE_ALIASES.items():
         assert alias in SPECS.op(core).edge, f"{alias} computes {core} but is not listed in that op's edge field"
+
+
+def test_every_core_aten_overload_is_specified_or_out_of_scope_with_a_reason():
+    """Issue 14: the core set of the pinned torch, read from torch.Tag.core, is covered whole."""
+    core = core_aten()
+    assert len(core) > 150, f"torch.Tag.core found only {len(core)} overloads: is the schema walk broken?"
+    specified = frozenset(SPECS.ops)
+    uncovered = sorted(core - specified - set(SPECS.out_of_scope))
+    assert not uncovered, f"core ATen overloads neither spec'd (specs/ops/) nor out of scope (specs/scope.toml): {uncovered}"
+    not_core = sorted(set(SPECS.out_of_scope) - core)
+    assert not not_core, f"specs/scope.toml lists overloads that are not core ATen: {not_core}"
+
+
+def test_the_core_flag_of_every_op_spec_is_torch_tag_core():
+    """The core-fp32 profile means PyTorch's core set: ``core = true`` exactly on torch.Tag.core."""
+    core = core_aten()
+    flagged = {name for name, spec in SPECS.ops.items() if spec.core}
+    assert not flagged - core, f"core = true on overloads torch does not tag core: {sorted(flagged - core)}"
+    unflagged = (set(SPECS.ops) & core) - flagged
+    assert not unflagged, f"core ATen overloads without core = true: {sorted(unflagged)}"
 
 
 def test_every_signature_a_spec_names_exists():
