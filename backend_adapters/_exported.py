@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from conformance.api import BackendError, Error, EValue
+from conformance.api import BackendError, Error, EValue, resize_tensor
 from conformance.api.tensors import to_numpy
 
 
@@ -99,13 +99,12 @@ def split_args(sig: Signature, args: list[EValue]) -> tuple[list[np.ndarray], li
 
 
 def _torch_dtype(dtype: np.dtype):
-    import torch
+    """The torch dtype of a NumPy one (ml_dtypes' bfloat16 and float8 included), None if torch has none."""
+    from conformance.api.scalar_type import dtype_name, torch_dtype
 
-    if dtype.name == "bfloat16":
-        return torch.bfloat16
     try:
-        return torch.from_numpy(np.empty(0, dtype)).dtype
-    except TypeError:
+        return torch_dtype(dtype_name(dtype))
+    except ValueError:
         return None
 
 
@@ -118,6 +117,8 @@ def write_outputs(results: Sequence[Any], outputs: list[EValue]) -> None:
     for i, (result, out) in enumerate(zip(results, outputs)):
         if isinstance(result, torch.Tensor):
             array = to_numpy(result)
+            if out.capacity is not None and out.value.shape != array.shape:
+                resize_tensor(out, array.shape)  # a run-time size (NUM-001); a misfit is reported below
             target = out.value
             if not isinstance(target, np.ndarray):
                 raise BackendError(Error.InvalidArgument, f"output {i} is a tensor but its pre-allocated EValue holds {type(target).__name__}")

@@ -873,6 +873,21 @@ def _instruction_map(executorch) -> dict[int, tuple[int, ...]]:
     return {int(k): v for k, v in _dhm(raw).items() if v}
 
 
+def _refuse_dtypes_without_kernels(program) -> None:
+    """NotSupported for a program holding a tensor of a dtype ExecuTorch's CPU kernels do not compute:
+    they dispatch over the real types, Half, BFloat16 and Bool (ET_SWITCH_REALHBBF16_TYPES), so a
+    uint16/32/64, complex or float8 tensor lowers to a .pte whose kernels fail at execute
+    ("Unhandled dtype UInt16", InvalidArgument) or is refused by the Edge verifier."""
+    from conformance.api import DTYPE_NAMES
+
+    for node in program.graph.nodes:
+        val = node.meta.get("val")
+        for v in val if isinstance(val, (list, tuple)) else (val,):
+            name = str(getattr(v, "dtype", "")).removeprefix("torch.")
+            if name and hasattr(v, "shape") and name not in DTYPE_NAMES:
+                raise BackendError(Error.NotSupported, f"executorch-portable: {node.name} is a {name} tensor; ExecuTorch's CPU kernels compute {', '.join(DTYPE_NAMES)}")
+
+
 def _lower_portable(program, compile_specs, *, skip_retraces: bool = True) -> Lowered:
     from .executorch_runtime import load_kernel_libraries
 
@@ -881,6 +896,7 @@ def _lower_portable(program, compile_specs, *, skip_retraces: bool = True) -> Lo
 
     if compile_specs:
         raise BackendError(Error.InvalidArgument, f"executorch-portable takes no compile specs, got {[s.key for s in compile_specs]}")
+    _refuse_dtypes_without_kernels(program)
     exported = _private_copy(program, skip_retraces)
     with _LOWER_LOCK:
         edge = _refusing(lambda: to_edge(exported).transform([restore_harness_handles]))

@@ -49,6 +49,7 @@ from conformance.api import (
     BackendInterface,
     Error,
     EValue,
+    resize_tensor,
 )
 from conformance.api.tensors import to_numpy, to_torch
 
@@ -324,6 +325,9 @@ class ExecuTorchRuntime(BackendInterface):
                 raise BackendError(
                     Error.InvalidArgument, f"output {i}: pre-allocated {target.dtype}, the method produced {result.dtype}"
                 )
+            if isinstance(slot, EValue) and slot.capacity is not None and target.shape != result.shape:
+                if resize_tensor(slot, result.shape) is Error.Ok:  # a run-time size (NUM-001)
+                    target = slot.value
             if target.shape != result.shape:
                 raise BackendError(
                     Error.InvalidArgument,

@@ -224,12 +224,21 @@ def fallback_ops(program) -> list[str]:
 # The delegate mapping
 
 
+_UNHASHABLE_SCALARS = ("torch.float8_e4m3fn", "torch.float8_e5m2")
+
+
 class LazyDetails(BackendDetails):
     """Ahead of time: the program's torch.export archive, refused if torch.lazy would not trace it."""
 
     @staticmethod
     def preprocess(edge_program, compile_specs):
         ensure_initialized()
+        for node in edge_program.graph.nodes:
+            val = node.meta.get("val")
+            if getattr(val, "ndim", None) == 0 and str(val.dtype) in _UNHASHABLE_SCALARS:
+                # torch.lazy hashes a 0-d tensor by its value (torch/csrc/lazy/core/hash.h), with no case
+                # for these dtypes: tracing fails an internal assert ("Unsupported scalar type")
+                raise BackendError(Error.NotSupported, f"{node.name} is a 0-d {val.dtype} tensor, which torch.lazy cannot hash")
         fell_back = fallback_ops(edge_program)
         if fell_back:
             raise BackendError(

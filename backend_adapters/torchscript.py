@@ -97,6 +97,7 @@ from conformance.api import (
     Manifest,
     NamedDataStore,
     PreprocessResult,
+    resize_tensor,
 )
 
 from . import _claims
@@ -477,6 +478,8 @@ class TorchScriptRuntime(BackendInterface):
             if not isinstance(got, torch.Tensor):
                 raise BackendError(Error.Internal, f"the lowered forward returned {type(got).__name__} for output {i}")
             value = to_numpy(got)
+            if slot.capacity is not None and value.shape != target.shape and resize_tensor(slot, value.shape) is Error.Ok:
+                target = slot.value  # a run-time size (NUM-001)
             if value.dtype != target.dtype or value.shape != target.shape:
                 raise BackendError(
                     Error.Internal,

@@ -187,15 +187,16 @@ class Call:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Call:
-        """Inverse of ``to_json``; ``arrays["tensor<i>"]`` hold the values (bfloat16 as its uint16 bits)."""
-        import ml_dtypes
+        """Inverse of ``to_json``; ``arrays["tensor<i>"]`` hold the values (bfloat16 and float8 as
+        unsigned integers of their width: npz cannot hold ml_dtypes' types)."""
+        from conformance.api.scalar_type import numpy_dtype
 
         def dec(a: Any) -> Any:
             if isinstance(a, dict):
                 if "tensor" in a:
                     value = np.asarray(arrays[f"tensor{a['tensor']}"])
-                    if a["dtype"] == "bfloat16":
-                        value = value.view(ml_dtypes.bfloat16)
+                    if value.dtype != numpy_dtype(a["dtype"]):
+                        value = value.view(numpy_dtype(a["dtype"]))
                     return Tensor(value.reshape(a["shape"]), a["role"])
                 if "float" in a:
                     return float(a["float"])

@@ -21,8 +21,9 @@ the ExecuTorch blob fuzzing call it; it keeps no counts and knows nothing of pyt
    preprocess result instead of running preprocess again. A stage's ``CheckFailure`` is the
    verdict (NOT_SUPPORTED for a clean refusal).
 4. Every output compared with the oracle's layered tolerance
-   (``oracle.tolerance_for(spec, dtype, backend.manifest, op)``); the first that differs is
-   the MISMATCH.
+   (``oracle.tolerance_for(spec, dtype, backend.manifest, op)``), or held to the op's law where its
+   values are random or undefined (op spec ``values``, ``oracle.compare_outputs``); the first that
+   differs is the MISMATCH.
 
 Messages name the call (``Call.describe``) and never a caller's label: a check prefixes its own.
 """
@@ -37,7 +38,16 @@ import numpy as np
 
 from conformance import oracle
 from conformance.driver import Driver
-from conformance.programs import EagerOutputs, HarnessError, Program, eager_outputs, meta_program, program_for, shapes_disagree
+from conformance.programs import (
+    EagerOutputs,
+    HarnessError,
+    Program,
+    eager_outputs,
+    meta_program,
+    output_capacities,
+    program_for,
+    shapes_disagree,
+)
 from conformance.results import Category, CheckFailure
 
 
@@ -117,8 +127,9 @@ def expected_outputs(spec, call) -> tuple[np.ndarray, ...]:
     return _expected(spec, call)[0]
 
 
-def _expected(spec, call) -> tuple[tuple[np.ndarray, ...], EagerOutputs]:
-    """``expected_outputs``, and eager's outputs as it returned them."""
+def _expected(spec, call) -> tuple[tuple[np.ndarray, ...], EagerOutputs | None]:
+    """``expected_outputs``, and eager's outputs as it returned them (None where they cannot describe
+    the program)."""
     try:
         returned = eager_outputs(call)
         expected_eager = list(returned.arrays)
@@ -132,7 +143,31 @@ def _expected(spec, call) -> tuple[tuple[np.ndarray, ...], EagerOutputs]:
         raise CheckFailure(
             Category.ORACLE_DISAGREEMENT, f"the reference failed on {call.describe()}: {type(exc).__name__}: {exc}"
         ) from exc
+    if len(expected) != len(expected_eager):
+        raise CheckFailure(
+            Category.ORACLE_DISAGREEMENT,
+            f"the reference gives {len(expected)} outputs for {call.describe()}, eager {len(expected_eager)}",
+        )
+    if spec is not None and spec.values != "reference":
+        # Random or undefined values (op spec values; oracle.compare_outputs): the reference's outputs
+        # and eager's are each held to the op's law, in eager's shapes and dtypes; never to each other.
+        tols = [oracle.tolerance_for(spec, oracle.dtype_name(e.dtype)) for e in expected_eager]
+        for whose, outputs in (("the reference", expected), ("eager", expected_eager)):
+            for i, cmp in enumerate(oracle.compare_outputs(spec, call, outputs, expected_eager, tols)):
+                if not cmp.ok:
+                    raise CheckFailure(
+                        Category.ORACLE_DISAGREEMENT,
+                        f"{whose} breaks the law of {call.describe()} (values = {spec.values!r}) in output {i}: {cmp.message}",
+                        stats=cmp.stats(),
+                    )
+        return tuple(expected), returned
     for i, (r, e) in enumerate(zip(expected, expected_eager)):
+        if r is None:
+            continue  # an output the call leaves undefined (output_mask): eager may compute it anyway
+        if oracle.undefined_output(spec, call, i) is not None:
+            continue  # values eager leaves undefined for this call (op spec defined_outputs)
+        if e is None:
+            raise CheckFailure(Category.ORACLE_DISAGREEMENT, f"eager leaves output {i} of {call.describe()} undefined, the reference does not")
         cmp = oracle.compare(r, e, oracle.tolerance_for(spec, oracle.dtype_name(e.dtype)))
         if not cmp.ok:
             raise CheckFailure(
@@ -140,21 +175,41 @@ def _expected(spec, call) -> tuple[tuple[np.ndarray, ...], EagerOutputs]:
                 f"reference and eager disagree on {call.describe()} output {i}: {cmp.message}",
                 stats=cmp.stats(),
             )
+    if any(r is None for r in expected):
+        # The program's outputs are the defined ones (programs.program_results), which only the
+        # meta kernel knows: eager may compute an output the call leaves undefined.
+        return tuple(r for r in expected if r is not None), None
     return tuple(expected), returned
 
 
-def reference(call) -> list[np.ndarray]:
-    """The reference kernel's outputs for ``call``, called directly.
+def reference(call) -> list[np.ndarray | None]:
+    """The reference kernel's outputs for ``call``, called directly, in the order of
+    ``programs.EagerOutputs.arrays``: None where the call leaves an output undefined, then the
+    arguments the op mutates (``programs.mutated_arguments``), which the kernel writes in place
+    as ATen does (into copies here: the call's own arrays stay as drawn).
 
     The same values the reference backend computes for the call's program (its runtime
     calls this kernel on these arguments; tests/harness/test_programs.py shows the
     program path bit-identical), without lowering and running a second program per example.
     """
+    from conformance.programs import _resolve_op, mutated_arguments, scalar_returns
     from reference_backend.kernels import KERNELS
 
     args, kwargs = call.numpy_args()
+    mutated = []
+    for i, name in mutated_arguments(_resolve_op(call.op)):
+        if i < len(args) and args[i] is not None:
+            args = (*args[:i], np.array(args[i], copy=True), *args[i + 1 :])
+            mutated.append(args[i])
+        elif kwargs.get(name) is not None:
+            kwargs[name] = np.array(kwargs[name], copy=True)
+            mutated.append(kwargs[name])
     out = KERNELS[call.op](*args, **kwargs)
-    return [np.array(o, order="C", copy=True) for o in (out if isinstance(out, (tuple, list)) else (out,))]  # 0-d stays 0-d
+    out = [*(out if isinstance(out, (tuple, list)) else (out,)), *mutated]
+    scalar = scalar_returns(_resolve_op(call.op))
+    # 0-d stays 0-d; a Scalar return (_local_scalar_dense) is a NumPy scalar, not a 0-d tensor
+    return [None if o is None else np.asarray(o)[()] if i < len(scalar) and scalar[i] else np.array(o, order="C", copy=True)
+            for i, o in enumerate(out)]
 
 
 def prepare(spec, call, *, expected=None, program=None) -> Prepared | Outcome:
@@ -191,18 +246,21 @@ def prepare(spec, call, *, expected=None, program=None) -> Prepared | Outcome:
 def declared_shapes(exported) -> list[tuple] | None:
     """The program's output shapes, or None where they are symbolic (an exported dynamic program)."""
     try:
-        return [tuple(int(d) for d in n.meta["val"].shape) for n in exported.graph.output_node().args[0]]
-    except (TypeError, ValueError, AttributeError, KeyError):
+        shapes = [tuple(n.meta["val"].shape) for n in exported.graph.output_node().args[0]]
+    except (TypeError, AttributeError, KeyError):
         return None
+    if not all(type(d) is int for shape in shapes for d in shape):
+        return None  # a SymInt: int() of a data-dependent one raises rather than guess
+    return shapes
 
 
-def compare(backend, spec, op: str, outputs, expected) -> tuple[Compared, ...]:
-    """Every output against its expected value, with the oracle's layered tolerance."""
-    out = []
-    for i, (a, e) in enumerate(zip(outputs, expected)):
-        tol = oracle.tolerance_for(spec, oracle.dtype_name(e.dtype), backend.manifest, op)
-        out.append(Compared(i, oracle.compare(np.asarray(a), e, tol), tol))
-    return tuple(out)
+def compare(backend, spec, op: str, outputs, expected, call=None) -> tuple[Compared, ...]:
+    """Every output against its expected value, with the oracle's layered tolerance, the way the op
+    spec's ``values`` says (``oracle.compare_outputs``: a law of random or undefined values needs the
+    ``call``, whose arguments it involves)."""
+    tols = [oracle.tolerance_for(spec, oracle.dtype_name(e.dtype), backend.manifest, op) for e in expected]
+    compared = oracle.compare_outputs(spec, call, [np.asarray(a) for a in outputs], expected, tols)
+    return tuple(Compared(i, c, t) for i, (c, t) in enumerate(zip(compared, tols)))
 
 
 def _input_at(call, comparison) -> str:
@@ -214,7 +272,7 @@ def _input_at(call, comparison) -> str:
     if index is None or not tensors or tuple(tensors[0].value.shape) != tuple(comparison.shape):
         return ""
     value = tensors[0].value[tuple(index)]
-    return f", where the first tensor holds {value.item() if value.dtype.kind in 'biu' else float(value)!r}"
+    return f", where the first tensor holds {value.item() if value.dtype.kind in 'biuc' else float(value)!r}"
 
 
 def run(
@@ -260,7 +318,7 @@ def _run(backend, spec, call, prepared: Prepared, layout: str, blob: bytes | Non
         given = result.processed_bytes if blob is None else blob
         loaded = driver.init(result, processed_bytes=blob)
         try:
-            execution = driver.execute(loaded, program.inputs, expected, layout=layout)
+            execution = driver.execute(loaded, program.inputs, expected, layout=layout, capacities=output_capacities(program.exported))
         finally:
             driver.destroy(loaded)
     except CheckFailure as exc:
@@ -270,7 +328,7 @@ def _run(backend, spec, call, prepared: Prepared, layout: str, blob: bytes | Non
         )  # fmt: skip
     seconds = time.perf_counter() - started
     outputs = tuple(execution.outputs)
-    comparisons = compare(backend, spec, call.op, outputs, expected)
+    comparisons = compare(backend, spec, call.op, outputs, expected, call)
     ran = {"expected": expected, "outputs": outputs, "comparisons": comparisons, "program": program,
            "preprocessed": result, "blob": given, "seconds": seconds}  # fmt: skip
     differing = next((c for c in comparisons if not c.ok), None)

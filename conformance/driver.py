@@ -81,10 +81,15 @@ class RunResult:
 
 
 def sentinel_like(template: np.ndarray) -> np.ndarray:
-    """An output buffer of ``template``'s shape and dtype, pre-filled so unwritten elements show."""
+    """An output buffer of ``template``'s shape and dtype, pre-filled so unwritten elements show; for a
+    NumPy scalar (a Scalar output, ``case.reference``) a Python scalar of its kind, so the output
+    EValue is a Double, Int or Bool one that the backend sets."""
+    if isinstance(template, np.generic):
+        kind = template.dtype.kind
+        return float("nan") if kind == "f" else True if kind == "b" else 0x5A5A5A5A5A5A5A5A
     out = np.empty(template.shape, template.dtype)
-    if out.dtype.kind == "f" or out.dtype.name == "bfloat16":
-        out.fill(np.nan)
+    if out.dtype.kind in "fc" or out.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        out.fill(complex(np.nan, np.nan) if out.dtype.kind == "c" else np.nan)
     elif out.dtype.kind == "b":
         out.fill(True)
     else:
@@ -161,10 +166,21 @@ class Driver:
         temp_allocator: MemoryAllocator | None = None,
         args: list[EValue] | None = None,
         layout: str = "contiguous",
+        capacities: Sequence[tuple[int, ...] | None] | None = None,
     ) -> Execution:
+        """``capacities``: for each output whose size the program leaves to run time, the upper-bound
+        shape to allocate (``programs.output_capacities``); the backend reports the size it computed
+        with ``resize_tensor`` (NUM-001). Other outputs are allocated as ``expected_like``."""
+        capacities = capacities or [None] * len(expected_like)
         outputs = [sentinel_like(e) for e in expected_like]
         if args is None:
-            args = [EValue(with_layout(a, layout)) for a in inputs] + [EValue(o) for o in outputs]
+            args = [EValue(with_layout(a, layout)) for a in inputs]
+            for o, bound in zip(outputs, capacities):
+                if bound is None:
+                    args.append(EValue(o))
+                else:
+                    storage = sentinel_like(np.empty(bound, o.dtype))
+                    args.append(EValue(storage, capacity=storage))
         tracer = EventTracer()
         temp = temp_allocator if temp_allocator is not None else MemoryAllocator(TEMP_CAPACITY)
         context = BackendExecutionContext(temp_allocator=temp, event_tracer=tracer, method_name="forward")

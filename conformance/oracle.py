@@ -26,7 +26,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from conformance.api.scalar_type import dtype_name, is_floating
+from conformance.api.scalar_type import complex_dtype, component_dtype, dtype_name, is_complex, is_floating
 from conformance.specs import OpSpec, Tolerance
 
 DEFAULT_TOLERANCES: dict[str, Tolerance] = {
@@ -38,22 +38,51 @@ DEFAULT_TOLERANCES: dict[str, Tolerance] = {
     # torch.testing allows 1e-7 for float64, which a computation done in float32 (relative error
     # ~6e-8) passes. 1e-12 is ~4,500 ULP: far above libm differences, far below float32's error.
     "float64": Tolerance(atol=1e-12, rtol=1e-12, ulp=1, reason="float64 default: fails a float32 computation"),
+    # eager computes in float32 and rounds once into 3 (e4m3fn) or 2 (e5m2) mantissa bits
+    "float8_e4m3fn": Tolerance(atol=0.0, rtol=0.0, ulp=1, reason="float8 default: one rounding of a float32 result"),
+    "float8_e5m2": Tolerance(atol=0.0, rtol=0.0, ulp=1, reason="float8 default: one rounding of a float32 result"),
+    # each part by its float dtype's ulp, or |a - e| <= atol + rtol * |e| (see compare)
+    "complex64": Tolerance(atol=1e-5, rtol=1.3e-6, ulp=1, reason="torch.testing default (float32's)"),
+    "complex128": Tolerance(atol=1e-12, rtol=1e-12, ulp=1, reason="complex128 default: float64's"),
 }
 EXACT = Tolerance(atol=0.0, rtol=0.0, reason="integers and bools compare exactly")
 CORRECTLY_ROUNDED = "correctly rounded in IEEE arithmetic (op spec exact = true): bit for bit"
+COMPLEX_EXACT = (
+    "an exact op in complex (op spec exact = true): a complex product or quotient is several IEEE operations, "
+    "which eager's vectorized and scalar paths round differently (FMA contraction, scaled vs Smith's division; "
+    "measured up to 10.8 ULP of |e| for division): 16 ULP of |e|, absolute below the smallest normal"
+)
+
+
+def _complex_exact(dtype: str, spec: OpSpec) -> Tolerance:
+    info = np.finfo(np.dtype(component_dtype(dtype)))
+    return Tolerance(atol=float(info.smallest_normal), rtol=float(16 * info.eps), ulp=0, reason=COMPLEX_EXACT, source=f"op spec {spec.name}")
 
 
 def tolerance_for(spec: OpSpec | None, dtype: str, manifest=None, op: str | None = None) -> Tolerance:
-    """The tolerance for results of ``dtype``: default, then op spec, then the backend's loosening."""
-    if not is_floating(dtype):
+    """The tolerance for results of ``dtype``: default, then op spec, then the backend's loosening.
+
+    A complex output without a tolerance of its own takes the op's tolerance of its parts' dtype
+    (complex64: float32; an exact op: ``_complex_exact``), the arithmetic its parts are computed
+    in; a real output in a dtype the op does not take (_fft_c2r of complex64 is float32) takes
+    the op's tolerance of its complex counterpart."""
+    if not (is_floating(dtype) or is_complex(dtype)):
         return EXACT
     tol = DEFAULT_TOLERANCES[dtype]
     if spec is not None:
+        counterpart = component_dtype(dtype) if is_complex(dtype) else complex_dtype(dtype)
         if dtype in spec.tolerances:
             tol = spec.tolerances[dtype]
+        elif spec.exact and is_complex(dtype):
+            tol = _complex_exact(dtype, spec)
+        elif counterpart in spec.tolerances and (is_complex(dtype) or dtype not in spec.dtypes):
+            part = spec.tolerances[counterpart]
+            tol = replace(part, reason=f"{part.reason} (the op's {counterpart} tolerance, for its {dtype} outputs)")
         elif spec.exact:
             tol = Tolerance(atol=0.0, rtol=0.0, ulp=0, reason=CORRECTLY_ROUNDED, source=f"op spec {spec.name}")
-        tol = replace(tol, relative_floor=not spec.accumulates, signed_zero=spec.signed_zero)
+        # the sign of a zero part of a complex product or quotient depends on eager's path (div(z, z)
+        # is 1 + 0i vectorized, 1 - 0i by Smith's algorithm): complex outputs leave zero signs alone
+        tol = replace(tol, relative_floor=not spec.accumulates, signed_zero=spec.signed_zero and not is_complex(dtype))
     if manifest is not None:
         loosening = manifest.loosening(op or (spec.name if spec else ""), dtype)
         if loosening is not None:
@@ -89,10 +118,15 @@ class Comparison:
     atol: float = 0.0
     rtol: float = 0.0
     ulp: int = 0
+    test: dict[str, Any] | None = None
+    """The statistical test of a law (op spec ``values``, ``compare_outputs``): what was tested, the
+    statistic, its critical value, the false-alarm rate and the sample size; None for value comparisons."""
 
     def stats(self) -> dict[str, Any]:
         """JSON-ready statistics (no verdict text)."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "message"}  # asdict deep-copies every value
+        if out["test"] is None:
+            del out["test"]
         out["shape"] = list(self.shape)
         out["worst_index"] = list(self.worst_index) if self.worst_index is not None else None
         for key in ("max_abs", "max_ulp", "mae", "snr_db"):
@@ -115,6 +149,8 @@ def _jsonable(v: Any) -> Any:
         return bool(v)
     if isinstance(v, np.integer):
         return int(v)
+    if isinstance(v, (complex, np.complexfloating)):
+        return repr(complex(v))  # "(1.5-infj)"
     f = float(v)
     if f == 0.0:
         return "-0.0" if math.copysign(1.0, f) < 0 else 0.0
@@ -124,7 +160,7 @@ def _jsonable(v: Any) -> Any:
 def _ordered_ints(x: np.ndarray) -> np.ndarray:
     """Map floats to integers whose difference is the ULP distance (sign-magnitude -> two's complement)."""
     width = x.dtype.itemsize
-    int_type = {2: np.int16, 4: np.int32, 8: np.int64}[width]
+    int_type = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}[width]
     bits = x.view(int_type).astype(np.int64)
     minimum = np.int64(-(2 ** (8 * width - 1)))
     return np.where(bits < 0, minimum - bits, bits)
@@ -193,6 +229,8 @@ def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> Compari
     total = int(expected.size)
     if total == 0:
         return Comparison(True, "empty", total=0, **base)
+    if is_complex(dtype):
+        return _complex_comparison(actual, expected, tol, base)
     if not is_floating(dtype):
         return _integer_comparison(actual, expected, base)
     if _same_bits(actual, expected):
@@ -273,7 +311,7 @@ def _show(v: Any) -> str:
 
 def _same_bits(actual: np.ndarray, expected: np.ndarray) -> bool:
     """Whether two float arrays of one dtype and shape hold the same bits, element by element."""
-    unsigned = {2: np.uint16, 4: np.uint32, 8: np.uint64}[expected.dtype.itemsize]
+    unsigned = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[expected.dtype.itemsize]
     return bool(np.array_equal(actual.view(unsigned), expected.view(unsigned)))
 
 
@@ -282,3 +320,379 @@ def _as_binary(x: np.ndarray) -> np.ndarray:
     if x.dtype == np.dtype(ml_dtypes.bfloat16):
         return x.view(np.float16)  # same width; only the bits matter for ULP distance
     return x
+
+
+def _complex_comparison(actual: np.ndarray, expected: np.ndarray, tol, base: dict) -> Comparison:
+    """Complex outputs: NaN and infinities per part, in position (and sign); an element whose four
+    parts are finite passes when each part is within ``ulp`` ULP of its expected part, or when
+    ``|a - e| <= atol + rtol * |e|`` in the complex modulus (with the relative floor: never when
+    ``|a - e| >= |e| > 0``); the finite part of an element whose other part is not finite is held
+    to the float rule alone. The modulus, not each part, because complex arithmetic is accurate
+    normwise only: a product's real part ac - bd cancels, so eager's vectorized mul (the products as
+    written) and its FMA-contracted scalar tail differ in that part by far more than its ULP while
+    both are within an ULP of |e| (see specs/README.md). Statistics are of the modulus |a - e|;
+    max_ulp of the parts."""
+    part = np.dtype(component_dtype(dtype_name(expected.dtype)))
+    total = int(expected.size)
+    flat_a, flat_e = np.ascontiguousarray(actual).reshape(-1), np.ascontiguousarray(expected).reshape(-1)
+    if np.array_equal(flat_a.view(np.uint64), flat_e.view(np.uint64)):  # the same bits: as in compare
+        worst = (0,) * expected.ndim
+        return Comparison(
+            ok=True, message="within tolerance", total=total, max_abs=0.0, max_ulp=0.0, mae=0.0, snr_db=math.inf,
+            worst_index=worst, expected_at_worst=expected[worst], actual_at_worst=actual[worst], **base,
+        )  # fmt: skip
+    parts = []  # per part: (nan_bad, inf_bad, finite, within by the float rule, ulps, zero_sign)
+    for pa, pe in ((actual.real, expected.real), (actual.imag, expected.imag)):
+        pa, pe = np.ascontiguousarray(pa, dtype=part), np.ascontiguousarray(pe, dtype=part)
+        a, e = pa.astype(np.float64), pe.astype(np.float64)
+        a_nan, e_nan, a_inf, e_inf = np.isnan(a), np.isnan(e), np.isinf(a), np.isinf(e)
+        finite = ~(e_nan | e_inf | a_nan | a_inf)
+        ulps = np.where(finite | (a == e), ulp_distance(pa, pe), np.inf)
+        ulps = np.where(e_nan & a_nan, 0.0, ulps)
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.where(finite, np.abs(a - e), 0.0)
+            within = diff <= tol.atol + tol.rtol * np.abs(e)
+            if tol.relative_floor:
+                within &= ~((e != 0) & (diff >= np.abs(e)))
+        within |= ulps <= tol.ulp
+        zero_sign = (a == 0) & (e == 0) & (np.signbit(a) != np.signbit(e)) if tol.signed_zero else np.zeros_like(finite)
+        parts.append((a_nan != e_nan, (e_inf & (a != e)) | (a_inf & ~e_inf), finite, within, ulps, zero_sign))
+    (re_nan, re_inf, re_fin, re_ok, re_ulp, re_zero), (im_nan, im_inf, im_fin, im_ok, im_ulp, im_zero) = parts
+    a, e = actual.astype(np.complex128), expected.astype(np.complex128)
+    finite = re_fin & im_fin
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(finite, np.abs(a - e), 0.0)
+        magnitude = np.where(finite, np.abs(e), 0.0)
+        normwise = diff <= tol.atol + tol.rtol * magnitude
+        if tol.relative_floor:
+            normwise &= ~((magnitude != 0) & (diff >= magnitude))
+    partwise = (re_ok | ~re_fin) & (im_ok | ~im_fin)  # a non-finite part is judged by the NaN/Inf rules
+    nan_bad, inf_bad, zero_sign = re_nan | im_nan, re_inf | im_inf, re_zero | im_zero
+    fin_bad = (finite & ~(partwise | normwise)) | (~finite & ~partwise)
+    bad = nan_bad | inf_bad | fin_bad | zero_sign
+    mismatched = int(bad.sum())
+    worst = np.unravel_index(int(np.argmax(np.where(bad, np.inf, diff))), expected.shape)
+    ulps = np.maximum(re_ulp, im_ulp)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        snr = _snr_db(float(np.sum(magnitude**2)), float(np.sum(diff**2)))
+    message = "within tolerance"
+    if mismatched:
+        kinds = []
+        for count, what in (
+            (int(nan_bad.sum()), "NaN mismatches"),
+            (int(inf_bad.sum()), "infinity mismatches"),
+            (int(fin_bad.sum()), f"beyond atol={tol.atol:g} rtol={tol.rtol:g} (modulus) and ulp={tol.ulp} (parts)"
+             + (" or off by 100%+" if tol.relative_floor else "")),
+            (int(zero_sign.sum()), "zeros of the wrong sign"),
+        ):
+            if count:
+                kinds.append(f"{count} {what}")
+        message = (
+            f"{mismatched}/{total} elements differ ({', '.join(kinds)}); worst at {[int(i) for i in worst]}: "
+            f"got {complex(actual[worst])!r}, expected {complex(expected[worst])!r}"
+        )
+    return Comparison(
+        ok=mismatched == 0,
+        message=message,
+        total=total,
+        mismatched=mismatched,
+        max_abs=float(diff.max()),
+        max_ulp=float(ulps.max()),
+        mae=float(diff.mean()),
+        snr_db=snr,
+        worst_index=tuple(int(i) for i in worst),
+        expected_at_worst=expected[worst],
+        actual_at_worst=actual[worst],
+        **base,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Outputs judged by law (op spec ``values``): random and undefined values
+
+
+FALSE_ALARM = 1e-8
+"""The false-alarm rate of every statistical test of a law: the probability that a correct sample
+fails it. A NUM check of a random op runs a few dozen (one per case for each of eager, the reference
+and the backend), so a check false-alarms with probability below 1e-6, and a full certification,
+with about twenty random op x dtype checks, below 1e-5. The bounds hold at every sample size (no
+asymptotics, no tables): Dvoretzky-Kiefer-Wolfowitz with Massart's constant for Kolmogorov-Smirnov,
+and Chernoff's bound (Hoeffding's for sampling without replacement) for binomial and hypergeometric
+counts, whose critical values come within 1% of the exact ones at these rates."""
+
+
+def compare_outputs(spec: OpSpec | None, call, actual, expected, tolerances) -> list[Comparison]:
+    """Each output of ``call`` against its expected one, the way the op spec's ``values`` says
+    (conformance.specs.VALUE_MODES). "reference": ``compare``, value by value. Otherwise ``expected``
+    says only the shapes and dtypes (and, for "prefix", the defined values), and the values are held
+    to what the op guarantees for every draw: neither eager's values nor the reference's can be
+    another run's (a backend's random stream never equals eager's)."""
+    mode = spec.values if spec is not None else "reference"
+    if mode == "reference":
+        out = []
+        for i, (a, e, t) in enumerate(zip(actual, expected, tolerances)):
+            why = undefined_output(spec, call, i)
+            if why is None:
+                out.append(compare(a, e, t))
+            else:
+                a, e = np.asarray(a), np.asarray(e)
+                out.append(_layout_differs(a, e, t) or Comparison(True, f"shape and dtype match ({why})", total=int(e.size), **_base(e, t)))
+        return out
+    return _LAWS[mode]([np.asarray(a) for a in actual], [np.asarray(e) for e in expected], list(tolerances), call)
+
+
+def _base(expected: np.ndarray, tol: Tolerance) -> dict:
+    try:
+        dtype = dtype_name(expected.dtype)
+    except ValueError:
+        dtype = str(expected.dtype)
+    return dict(dtype=dtype, shape=tuple(expected.shape), atol=tol.atol, rtol=tol.rtol, ulp=tol.ulp)
+
+
+def _layout_differs(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> Comparison | None:
+    """The failing comparison of an output of the wrong shape or dtype, None when both match."""
+    base = _base(expected, tol)
+    if actual.shape != expected.shape:
+        return Comparison(False, f"shape {list(actual.shape)} != expected {list(expected.shape)}", **base)
+    if actual.dtype != expected.dtype:
+        return Comparison(False, f"dtype {actual.dtype} != expected {expected.dtype}", **base)
+    return None
+
+
+def undefined_output(spec: OpSpec | None, call, index: int) -> str | None:
+    """Why output ``index`` of ``call`` has no defined values, or None when it has: the op spec's
+    ``defined_outputs`` names the attribute values under which eager defines each output (an
+    attribute the call leaves out takes its schema default)."""
+    rules = spec.defined_outputs if spec is not None else ()
+    if call is None or index >= len(rules) or rules[index] is None:
+        return None
+    from conformance.programs import _resolve_op, _schema_args
+
+    arguments = _arguments(call)
+    defaults = {a.name: a.default for a in _schema_args(_resolve_op(call.op)) if a.has_default}
+    for key, allowed in rules[index].items():
+        value = arguments.get(key, defaults.get(key))
+        if value not in allowed:
+            return f"values undefined for {key}={value!r}: defined for {key} in {list(allowed)} (op spec defined_outputs)"
+    return None
+
+
+def _arguments(call) -> dict[str, Any]:
+    """The call's arguments by their ATen schema names, tensors as NumPy arrays."""
+    from conformance.programs import _resolve_op, _schema_args
+
+    args, kwargs = call.numpy_args()
+    bound = dict(zip((a.name for a in _schema_args(_resolve_op(call.op))), args))
+    bound.update(kwargs)
+    return bound
+
+
+def _undefined(actual, expected, tolerances, call) -> list[Comparison]:
+    return [
+        _layout_differs(a, e, t) or Comparison(True, "shape and dtype match (values undefined)", total=int(e.size), **_base(e, t))
+        for a, e, t in zip(actual, expected, tolerances)
+    ]
+
+
+def _prefix(actual, expected, tolerances, call) -> list[Comparison]:
+    """resize_: the elements the op's first tensor argument had keep their values, in flattened
+    order; the elements past them are undefined (ATen leaves grown storage uninitialized)."""
+    tensors = call.tensors()
+    defined = int(tensors[0].value.size) if tensors else 0
+    out = []
+    for a, e, t in zip(actual, expected, tolerances):
+        differs = _layout_differs(a, e, t)
+        if differs is not None:
+            out.append(differs)
+            continue
+        k = min(defined, int(e.size))
+        cmp = compare(a.reshape(-1)[:k], e.reshape(-1)[:k], t)
+        out.append(replace(cmp, message=f"first {k} of {e.size} elements, flattened (the rest are undefined): {cmp.message}"))
+    return out
+
+
+def _resolution(dtype: np.dtype) -> float:
+    """The unit roundoff of a float dtype (2**-11 for float16, 2**-8 for bfloat16): the widest gap
+    between neighbours in [0.5, 1), so rounding a uniform sample into the dtype (or drawing it on a
+    grid of that step, as ATen does) moves its CDF by at most this much; a normal sample's CDF moves
+    by at most max |x| phi(x) = 0.242 times it."""
+    return float(ml_dtypes.finfo(dtype).eps) / 2
+
+
+def _ks_critical(n: int) -> float:
+    """The Kolmogorov-Smirnov statistic that a sample of ``n`` from the tested distribution exceeds
+    with probability at most FALSE_ALARM: P(sup |F_n - F| > c) <= 2 exp(-2 n c^2), the DKW inequality
+    with Massart's constant (exact to 0.1% of scipy.stats.kstwo at n = 4,096 and 1e-8)."""
+    return math.sqrt(math.log(2 / FALSE_ALARM) / (2 * n))
+
+
+def _ks_statistic(x: np.ndarray, cdf) -> float:
+    """sup |F_n - F| of sample ``x`` (float64; ties counted right) against the continuous CDF ``cdf``."""
+    x = np.sort(x.reshape(-1))
+    n = x.size
+    f = cdf(x)
+    return float(max(np.max(np.arange(1, n + 1) / n - f), np.max(f - np.arange(n) / n)))
+
+
+_ERFC = np.frompyfunc(math.erfc, 1, 1)
+
+
+def _normal_cdf(x: np.ndarray) -> np.ndarray:
+    return 0.5 * _ERFC(-x / math.sqrt(2)).astype(np.float64)
+
+
+def _sample_law(name: str, admits, admitted: str, cdf):
+    """A law of one output whose elements are independent draws from one distribution: every value
+    in its support, and the sample that distribution by Kolmogorov-Smirnov."""
+
+    def check(actual, expected, tolerances, call) -> list[Comparison]:
+        a, e, t = actual[0], expected[0], tolerances[0]
+        base = _base(e, t)
+        differs = _layout_differs(a, e, t)
+        n = int(e.size)
+        if differs is not None or n == 0:
+            return [differs or Comparison(True, "empty", **base)]
+        x = a.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            outside = ~admits(x)
+        if outside.any():
+            worst = np.unravel_index(int(np.argmax(outside)), e.shape)
+            return [Comparison(
+                False, f"{int(outside.sum())}/{n} values outside {admitted} (the support of {name}); first at "
+                f"{[int(i) for i in worst]}: got {_show(a[worst])}", total=n, mismatched=int(outside.sum()),
+                worst_index=tuple(int(i) for i in worst), actual_at_worst=a[worst], **base,
+            )]  # fmt: skip
+        statistic, resolution = _ks_statistic(x, cdf), _resolution(e.dtype)
+        critical = _ks_critical(n) + resolution
+        test = {"test": f"Kolmogorov-Smirnov against {name}", "statistic": statistic, "critical": critical,
+                "false_alarm": FALSE_ALARM, "n": n}  # fmt: skip
+        detail = f"at false-alarm {FALSE_ALARM:g} (n = {n}; {resolution:.2g} of it for {base['dtype']}'s resolution)"
+        if statistic > critical:
+            return [Comparison(False, f"KS statistic {statistic:.4g} > critical {critical:.4g} {detail}: not {name}",
+                               total=n, mismatched=n, test=test, **base)]
+        return [Comparison(True, f"{name} by KS: statistic {statistic:.4g} <= critical {critical:.4g} {detail}",
+                           total=n, test=test, **base)]
+
+    return check
+
+
+def _kl(q, p):
+    """The Kullback-Leibler divergence of Bernoulli(q) from Bernoulli(p) (inf where q is impossible under p)."""
+    q, p = np.asarray(q, np.float64), np.asarray(p, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where(q > 0, q * np.log(q / p), 0.0)
+        b = np.where(q < 1, (1 - q) * np.log((1 - q) / (1 - p)), 0.0)
+    return np.where(((q > 0) & (p == 0)) | ((q < 1) & (p == 1)), np.inf, a + b)
+
+
+def _count_critical(cells: int = 1) -> float:
+    """Chernoff's bound: a count of ``m`` Bernoulli(p) draws (or a hypergeometric one: Hoeffding 1963,
+    section 6) has m KL(count/m || p) > c with probability at most 2 exp(-c); with ``cells`` such counts
+    tested at once, ``c`` is chosen so that any exceeds it with probability at most FALSE_ALARM."""
+    return math.log(2 * cells / FALSE_ALARM)
+
+
+def _permutation(actual, expected, tolerances, call) -> list[Comparison]:
+    """randperm(n): the values are 0..n-1, each once; and, for n >= 64, the position of a value is
+    independent of the value: positions and values cut into k blocks (k = 2..16, at least 64
+    elements a block), every block of positions holds each block of values as often as a uniform
+    permutation does (its count is hypergeometric), tested on all k * k counts at once."""
+    a, e, t = actual[0], expected[0], tolerances[0]
+    base = _base(e, t)
+    differs = _layout_differs(a, e, t)
+    n = int(e.size)
+    if differs is not None or n == 0:
+        return [differs or Comparison(True, "empty", **base)]
+    w = a.reshape(-1).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        outside = ~((w >= 0) & (w < n) & (w == np.floor(w)))
+    if outside.any():
+        first = int(np.argmax(outside))
+        return [Comparison(False, f"{int(outside.sum())}/{n} values are not integers in 0..{n - 1}; first at [{first}]: "
+                           f"got {a.reshape(-1)[first]!r}", total=n, mismatched=int(outside.sum()), **base)]
+    counts = np.bincount(w.astype(np.int64), minlength=n)
+    if (counts != 1).any():
+        repeated, missing = np.flatnonzero(counts > 1), np.flatnonzero(counts == 0)
+        return [Comparison(
+            False, f"not a permutation of 0..{n - 1}: {len(repeated)} value(s) repeated (first {int(repeated[0])}, "
+            f"{int(counts[repeated[0]])} times), {len(missing)} missing (first {int(missing[0])})",
+            total=n, mismatched=int(len(missing)), **base,
+        )]  # fmt: skip
+    if n < 64:
+        return [Comparison(True, f"a permutation of 0..{n - 1} (n < 64: too few for a test of uniformity)", total=n, **base)]
+    k = max(2, min(16, math.isqrt(n // 64)))
+    block = np.arange(n) * k // n
+    table = np.bincount(block * k + w.astype(np.int64) * k // n, minlength=k * k).reshape(k, k)
+    sizes = np.bincount(block, minlength=k)
+    draws, share = sizes[:, None], sizes[None, :] / n
+    statistic = draws * _kl(table / draws, share)
+    i, j = np.unravel_index(int(np.argmax(statistic)), statistic.shape)
+    critical = _count_critical(k * k)
+    worst = float(statistic[i, j])
+    test = {"test": f"uniform permutation: {k} x {k} block counts (Chernoff)", "statistic": worst, "critical": critical,
+            "false_alarm": FALSE_ALARM, "n": n}  # fmt: skip
+    cell = (f"positions block {i} of {k} holds {int(table[i, j])} values of values block {j} "
+            f"(a uniform permutation: {float(draws[i, 0] * share[0, j]):.1f} on average)")  # fmt: skip
+    if worst > critical:
+        return [Comparison(False, f"a permutation, but not a uniform one: {cell}; statistic {worst:.4g} > critical "
+                           f"{critical:.4g} at false-alarm {FALSE_ALARM:g}", total=n, mismatched=n, test=test, **base)]
+    return [Comparison(True, f"a uniform permutation: largest block statistic {worst:.4g} <= {critical:.4g}", total=n, test=test, **base)]
+
+
+def dropout_output(input: np.ndarray, mask: np.ndarray, p: float) -> np.ndarray:  # noqa: A002 - ATen's name
+    """input * mask * scale as eager's native_dropout computes it (measured, torch 2.13 CPU): scale =
+    1/(1-p) in double (0 for p = 1) rounded to the input's dtype (through float32 for the half types, as
+    c10::Half and c10::BFloat16 are built from a float), the product rounded once; a dropped element is
+    input * 0 (-0.0 for a negative input, NaN for an infinite one). Not input / (1-p): at p = 0.3 that
+    differs from eager in one float16 element in seven."""
+    compute = np.float64 if input.dtype == np.float64 else np.float32
+    scale = np.asarray(0.0 if p == 1 else 1.0 / (1.0 - p), np.float64).astype(compute).astype(input.dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return (input.astype(compute) * mask.astype(compute) * scale.astype(compute)).astype(input.dtype)
+
+
+def _dropout(actual, expected, tolerances, call) -> list[Comparison]:
+    """native_dropout(input, p, train) -> (output, mask). Without training (train False) output is
+    input and mask all true; with it (train True or None), output is ``dropout_output`` of the mask
+    returned, and the mask drops each element with probability p: all kept for p = 0, none for
+    p = 1, else its dropped count binomial(n, p), by Chernoff's bound."""
+    arguments = _arguments(call)
+    x, p, train = arguments["input"], float(arguments["p"]), arguments.get("train")
+    (out, mask), (e_out, e_mask), (t_out, t_mask) = actual, expected, tolerances
+    differs = [_layout_differs(out, e_out, t_out), _layout_differs(mask, e_mask, t_mask)]
+    if any(differs):
+        return [d or Comparison(True, "not judged: the other output has the wrong shape or dtype", **_base(e, t))
+                for d, e, t in zip(differs, expected, tolerances)]  # fmt: skip
+    training = train is None or bool(train)
+    keep = mask.astype(bool)
+    want = dropout_output(x, keep, p) if training else np.array(x, copy=True)
+    cmp = compare(out, want, t_out)
+    law = "input * mask * 1/(1-p) for the mask returned" if training else "input (train=False)"
+    results = [replace(cmp, message=f"against {law}: {cmp.message}")]
+    base = _base(e_mask, t_mask)
+    n = int(e_mask.size)
+    dropped = n - int(np.count_nonzero(keep))
+    rate = p if training else 0.0
+    if n == 0:
+        return [*results, Comparison(True, "empty", **base)]
+    statistic, critical = float(n * _kl(dropped / n, rate)), _count_critical()
+    test = {"test": f"binomial: dropped count of {n} at p = {rate:g} (Chernoff)", "statistic": statistic,
+            "critical": critical, "false_alarm": FALSE_ALARM, "n": n}  # fmt: skip
+    what = f"{dropped} of {n} elements dropped ({dropped / n:.4g}) where p = {rate:g}{'' if training else ' (train=False)'}"
+    if statistic > critical:
+        results.append(Comparison(False, f"{what}: statistic n KL = {statistic:.4g} > critical {critical:.4g} at false-alarm "
+                                  f"{FALSE_ALARM:g}", total=n, mismatched=abs(dropped - round(n * rate)), test=test, **base))
+    else:
+        results.append(Comparison(True, f"{what}: statistic {statistic:.4g} <= critical {critical:.4g}", total=n, test=test, **base))
+    return results
+
+
+_LAWS = {
+    "undefined": _undefined,
+    "prefix": _prefix,
+    "uniform": _sample_law("U[0,1)", lambda x: (x >= 0) & (x < 1), "[0, 1)", lambda x: x),
+    "normal": _sample_law("N(0,1)", np.isfinite, "the finite numbers", _normal_cdf),
+    "permutation": _permutation,
+    "dropout": _dropout,
+}
+"""The law of each op spec ``values`` mode but "reference" (conformance.specs.VALUE_MODES)."""

@@ -93,6 +93,36 @@ def core_aten() -> frozenset[str]:
     return frozenset(names)
 
 
+@functools.cache
+def mutated_arguments(op) -> tuple[tuple[int, str], ...]:
+    """(position, name) of each argument ``op`` writes in place without returning it (``Tensor(a!)``
+    in its schema while no return aliases it): _native_batch_norm_legit's running statistics."""
+    returned = {a for r in op._schema.returns if r.alias_info is not None for a in r.alias_info.before_set}
+    return tuple(
+        (i, a.name) for i, a in enumerate(op._schema.arguments)
+        if a.alias_info is not None and a.alias_info.is_write and not set(a.alias_info.before_set) & returned
+    )
+
+
+def mutated_values(op, args: Sequence[Any], kwargs: dict) -> list[Any]:
+    """The values of the arguments ``op`` mutates (``mutated_arguments``) in a call ``op(*args, **kwargs)``."""
+    values = (args[i] if i < len(args) else kwargs.get(name) for i, name in mutated_arguments(op))
+    return [v for v in values if v is not None]
+
+
+def program_results(returned: Any, mutated: Sequence[Any]) -> Any:
+    """What a single-op program returns for a call that returned ``returned`` and mutated ``mutated``
+    (``mutated_values``): the op's outputs without those it leaves undefined (None, an output_mask
+    entry that is false), then the mutated arguments, whose new values are results of the call as
+    much as its outputs (torch.export keeps the in-place op and returns its argument's placeholder).
+    Anything else is returned as the op returned it."""
+    undefined = isinstance(returned, (list, tuple)) and any(r is None for r in returned)
+    if not mutated and not undefined:
+        return returned
+    kept = [r for r in returned if r is not None] if isinstance(returned, (list, tuple)) else [returned]
+    return (*kept, *mutated)
+
+
 def _torch_dtypes(kwargs: dict) -> dict:
     """``kwargs`` with the dtype attributes a Call spells by name as torch dtypes."""
     return {k: torch_dtype(v) if k in DTYPE_ATTRIBUTES and isinstance(v, str) else v for k, v in kwargs.items()}
@@ -142,7 +172,9 @@ class OpModule:
                         return type(a)(fill(x) for x in a)
                     return a
 
-                return op(*fill(args), **{k: fill(v) for k, v in kwargs.items()})
+                called_args, called_kwargs = fill(args), {k: fill(v) for k, v in kwargs.items()}
+                returned = op(*called_args, **called_kwargs)
+                return program_results(returned, mutated_values(op, called_args, called_kwargs))
 
         Single.__name__ = f"Op_{call.op.replace('.', '_')}"
         return Single()
@@ -437,8 +469,17 @@ def program_for(
     inputs = [t.value for t in call.inputs()]
     if not export:
         from_eager = like is not None and eager_describes_outputs(_resolve_op(call.op), like.returned)
-        exported = build_program(call, like=like.returned if from_eager else None)
-        return Program(exported, inputs, op=call.op, description=call.describe(), outputs_from_eager=from_eager)
+        try:
+            exported = build_program(call, like=like.returned if from_eager else None)
+        except Exception as exc:
+            if not _sized_at_run_time(exc):
+                raise
+            # An output whose size depends on the input's values (nonzero; index with a bool mask):
+            # torch.export gives it an unbacked size bounded by its range constraint. Static input
+            # sizes, so that the bound is a number the runtime can allocate (NUM-001).
+            export, dynamic = True, False
+        else:
+            return Program(exported, inputs, op=call.op, description=call.describe(), outputs_from_eager=from_eager)
     cache = cache or default_cache()
     shapes = [tuple(a.shape) for a in inputs]
 
@@ -559,7 +600,7 @@ def build_program(call: Call, *, like: Any = None):
 
     op = _resolve_op(call.op)
     graph = torch.fx.Graph()
-    mode = _fake_mode()
+    mode = _symbolic_fake_mode() if _returns_data_dependent_scalar(op) else _fake_mode()
     input_specs, state, fakes = [], {}, {}
     params = [t for t in call.tensors() if t.role == "parameter"]
     inputs = call.inputs()
@@ -598,21 +639,64 @@ def build_program(call: Call, *, like: Any = None):
         out = pytree.tree_map_only(torch.Tensor, lambda t: _fake_like(mode, t), like)
     target.meta["val"] = out
     if isinstance(out, (list, tuple)):
-        results = []
+        # One getitem per element, as tracing makes them: an undefined output's (None) has no user.
+        items = []
         for i, value in enumerate(out):
             item = graph.call_function(operator.getitem, (target, i))
             item.meta["val"] = value
-            results.append(item)
+            items.append(item)
+        results = [item for item, value in zip(items, out) if value is not None]
     else:
         results = [target]
+    mutated = [nodes[id(t)] for t in mutated_values(op, call.args, call.kwargs)]
+    results += mutated
     graph.output(tuple(results))
     signature = ExportGraphSignature(
         input_specs=input_specs,
-        output_specs=[OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(name=n.name), target=None) for n in results],
+        output_specs=[OutputSpec(OutputKind.USER_OUTPUT, output_argument(n), target=None) for n in results],
     )
-    program = assemble(graph, signature, state, real_inputs, out)
+    program = assemble(graph, signature, state, real_inputs, program_results(out, [n.meta["val"] for n in mutated]))
     assign_debug_handles(program)
     return program
+
+
+def output_argument(node):
+    """The graph-signature argument of an output node, as torch.export spells it: a SymInt, SymFloat or
+    SymBool argument for a Scalar output (_local_scalar_dense's), a TensorArgument otherwise."""
+    import torch
+    from torch.export.graph_signature import SymBoolArgument, SymFloatArgument, SymIntArgument, TensorArgument
+
+    val = node.meta.get("val")
+    for kind, argument in ((torch.SymBool, SymBoolArgument), (torch.SymInt, SymIntArgument), (torch.SymFloat, SymFloatArgument)):
+        if isinstance(val, kind):
+            return argument(name=node.name)
+    return TensorArgument(name=node.name)
+
+
+@functools.cache
+def scalar_returns(op) -> tuple[bool, ...]:
+    """Which of ``op``'s returns are Python numbers (Scalar, int, float, bool, SymInt in its schema), not
+    tensors: a program returns them as scalar outputs (Double, Int, Bool EValues)."""
+    return tuple(str(r.type) in ("number", "int", "float", "bool", "SymInt") for r in op._schema.returns)
+
+
+@functools.cache
+def _returns_data_dependent_scalar(op) -> bool:
+    """Whether ``op`` returns a Scalar read from its input's data (_local_scalar_dense): its fake value
+    is an unbacked symbol, which only a FakeTensorMode with a ShapeEnv can make."""
+    import torch
+
+    return (isinstance(op, torch._ops.OpOverload) and torch.Tag.data_dependent_output in op.tags
+            and [str(r.type) for r in op._schema.returns] == ["number"])  # "Scalar" in the schema's text
+
+
+def _symbolic_fake_mode():
+    """A FakeTensorMode with its own ShapeEnv, for one program whose output is a data-dependent Scalar:
+    a fresh one each time, so the program's symbol is u0 (zuf0 for a float), as torch.export names it."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    return FakeTensorMode(shape_env=ShapeEnv())
 
 
 def assemble(graph, signature, state: dict, real_inputs: list, out: Any):
@@ -632,6 +716,13 @@ def assemble(graph, signature, state: dict, real_inputs: list, out: Any):
 
     in_spec = pytree.tree_flatten((tuple(real_inputs), {}))[1]
     out_spec = pytree.tree_flatten(out)[1]
+    # torch.export's programs are in its training IR, where an op that mutates (resize_, a batch norm's
+    # running statistics) stays; the ATen dialect's Verifier, the default here, refuses one ("operator
+    # ... is not functional"), so a graph holding one says what torch.export says.
+    mutable = any(isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
+                  for n in graph.nodes if n.op == "call_function")  # fmt: skip
+    if mutable:
+        from torch._export.verifier import TrainingIRVerifier
     with _LAZY_LOCK:
         eager = exported_program._create_graph_module_for_export
         exported_program._create_graph_module_for_export = _LazyGraphModule
@@ -649,6 +740,7 @@ def assemble(graph, signature, state: dict, real_inputs: list, out: Any):
                 module_call_graph=[ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec))],
                 example_inputs=(tuple(real_inputs), {}),
                 constants={},
+                verifiers=[TrainingIRVerifier] if mutable else None,
             )
         finally:
             exported_program._create_graph_module_for_export = eager
@@ -750,7 +842,7 @@ def batch_program(calls: Sequence[Call], programs: Sequence[Program] | None = No
     real_inputs = [to_torch(t.value) for call in calls for t in call.inputs()]
     signature = ExportGraphSignature(
         input_specs=input_specs,
-        output_specs=[OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(name=n.name), target=None) for n in results],
+        output_specs=[OutputSpec(OutputKind.USER_OUTPUT, output_argument(n), target=None) for n in results],
     )
     program = assemble(graph, signature, state, real_inputs, tuple(n.meta["val"] for n in results))
     assign_debug_handles(program)
@@ -796,6 +888,45 @@ def _returns_fresh_tensors(op) -> bool:
     if any(a.alias_info is not None for a in op._schema.arguments):
         return False
     return all(str(r.type) in ("Tensor", "Tensor[]") for r in op._schema.returns)
+
+
+def output_capacities(exported) -> list[tuple[int, ...] | None]:
+    """For each output of ``exported``: None when its sizes are known before the run (static, or
+    symbols the inputs bind), else the shape to allocate it at: each data-dependent size (an
+    unbacked symbol, nonzero's row count) at the upper bound of its range constraint. A backend
+    reports the size it computed by resizing the output within that buffer (NUM-001)."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    capacities: list[tuple[int, ...] | None] = []
+    for node in exported.graph.output_node().args[0]:
+        shape = getattr(getattr(node, "meta", {}).get("val"), "shape", None)
+        if shape is None or not any(free_unbacked_symbols(d) for d in shape if type(d) is not int):
+            capacities.append(None)
+            continue
+        bound = []
+        for d in shape:
+            if type(d) is int:
+                bound.append(d)
+                continue
+            ranges = exported.range_constraints.get(d.node.expr)
+            upper = getattr(ranges, "upper", None)
+            if upper is None or not getattr(upper, "is_finite", True) or not str(upper).lstrip("-").isdigit():
+                raise HarnessError(f"output {node.name} has a data-dependent size {d} without an upper bound in the program")
+            bound.append(int(upper))
+        capacities.append(tuple(bound))
+    return capacities
+
+
+def _sized_at_run_time(exc: BaseException) -> bool:
+    """Whether the builder refused a call because an output's size depends on the input's values
+    (FakeTensorMode's DynamicOutputShapeException, possibly wrapped)."""
+    from torch._subclasses.fake_tensor import DynamicOutputShapeException
+
+    while exc is not None:
+        if isinstance(exc, DynamicOutputShapeException):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _outputs_follow_from_inputs(op) -> bool:
@@ -892,7 +1023,20 @@ def _meta_kernel_decides(op) -> bool:
             return False
     except AttributeError:
         return False
-    return True
+    return not _meta_kernel_reads_device(meta_table.get(op))
+
+
+def _meta_kernel_reads_device(kernel) -> bool:
+    """Whether a Python meta kernel branches on its inputs' device (torch._meta_registrations'
+    device_hint): on meta tensors it takes another branch than on CPU FakeTensors (the FFT ops lay
+    their outputs out as the device's FFT library does: _fft_r2c of a 2 x 2 float32 over [0, 1] has
+    strides (1, 2) on meta tensors and (2, 1) on CPU, as eager)."""
+    import inspect
+
+    try:
+        return kernel is not None and "device_hint" in inspect.getsource(kernel)
+    except (OSError, TypeError):
+        return True  # no source to read: the slow path is the faithful one
 
 
 def _fake_outputs(mode, op, args: tuple, kwargs: dict):
@@ -935,6 +1079,10 @@ def _fake_outputs(mode, op, args: tuple, kwargs: dict):
                 cpu = torch.device("cpu")
                 return pytree.tree_map_only(torch.Tensor, lambda t: convert(mode, t, cpu), out)
     with mode:
+        if op._schema.is_mutable:
+            # An op that mutates its argument (resize_ resizes it) must not change the placeholder's
+            # own value: torch.export's input keeps the shape it was given.
+            fake_args, fake_kwargs = pytree.tree_map_only(torch.Tensor, torch.clone, (fake_args, fake_kwargs))
         return op(*fake_args, **fake_kwargs)
 
 
@@ -1017,7 +1165,9 @@ class EagerOutputs:
     and its tensors as NumPy arrays."""
 
     returned: Any
-    arrays: tuple[np.ndarray, ...]
+    arrays: tuple[np.ndarray | None, ...]
+    """The op's outputs in schema order (None where it left one undefined), then the arguments it
+    mutated, as they are after the call (``mutated_values``)."""
 
 
 def eager_outputs(call: Call) -> EagerOutputs:
@@ -1025,7 +1175,9 @@ def eager_outputs(call: Call) -> EagerOutputs:
     from conformance.api.tensors import to_numpy
 
     args, kwargs = call.torch_args()
-    out = _resolve_op(call.op)(*args, **kwargs)
+    op = _resolve_op(call.op)
+    out = op(*args, **kwargs)
+    mutated = tuple(to_numpy(t) for t in mutated_values(op, args, kwargs))
     if isinstance(out, (list, tuple)):
-        return EagerOutputs(out, tuple(to_numpy(o) for o in out))
-    return EagerOutputs(out, (to_numpy(out),))
+        return EagerOutputs(out, tuple(None if o is None else to_numpy(o) for o in out) + mutated)
+    return EagerOutputs(out, (to_numpy(out),) + mutated)

@@ -97,6 +97,7 @@ def save(
     arrays = {}
     for i, t in enumerate(call.tensors()):
         arrays[f"tensor{i}"] = _storable(t.value)
+    scalars = [i for i, e in enumerate(expected) if isinstance(e, np.generic)]  # Scalar outputs, not 0-d tensors
     expected = [np.asarray(e) for e in expected]
     actual = None if actual is None else [np.asarray(a) for a in actual]
     for i, e in enumerate(expected):
@@ -111,6 +112,8 @@ def save(
     if specs is not None:
         document["specs"] = {"root": os.path.abspath(specs.root), "digest": specs.digest}
     document["dtypes"] = {"expected": [e.dtype.name for e in expected], "actual": [a.dtype.name for a in actual or ()]}
+    if scalars:
+        document["scalar_outputs"] = scalars
     (directory / CALL_FILE).write_text(json.dumps(document, indent=1))
     blob_path = directory / BLOB_FILE
     if blob is not None:
@@ -138,14 +141,17 @@ def load(directory: Path) -> Saved:
             tensors = call.tensors()
             bf16 = bool(tensors) and tensors[0].dtype == "bfloat16"
             names = ["bfloat16" if bf16 and arrays[k].dtype == np.uint16 else arrays[k].dtype.name for k in found]
-        return [arrays[k].view(ml_dtypes.bfloat16) if name == "bfloat16" else arrays[k] for k, name in zip(found, names)]
+        return [arrays[k].view(getattr(ml_dtypes, name)) if name in _BITS_STORED else arrays[k] for k, name in zip(found, names)]
 
     actual = stored("actual")
+    expected = stored("expected")
+    for i in document.get("scalar_outputs", ()):
+        expected[i] = expected[i][()]  # a NumPy scalar again: the output is a Scalar EValue
     blob_path = directory / BLOB_FILE
     ran_under = document["specs"] if isinstance(document.get("specs"), dict) else {}  # older examples: none
     return Saved(
         call=call,
-        expected=tuple(stored("expected")),
+        expected=tuple(expected),
         actual=tuple(actual) if actual else None,
         blob=blob_path.read_bytes() if blob_path.is_file() else None,
         message=document.get("message", ""),
@@ -201,6 +207,9 @@ def replay_specs_root(saved: Saved) -> Path | None:
     return root if root is not None and (root / "interface.toml").is_file() else None
 
 
+_BITS_STORED = {"bfloat16": np.uint16, "float8_e4m3fn": np.uint8, "float8_e5m2": np.uint8}
+
+
 def _storable(a: np.ndarray) -> np.ndarray:
-    # npz cannot hold ml_dtypes' bfloat16; keep its bits (call.json's dtypes say which).
-    return a.view(np.uint16) if a.dtype.name == "bfloat16" else a
+    # npz cannot hold ml_dtypes' bfloat16 and float8; keep their bits (call.json's dtypes say which).
+    return a.view(_BITS_STORED[a.dtype.name]) if a.dtype.name in _BITS_STORED else a

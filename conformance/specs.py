@@ -22,7 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from conformance.api.scalar_type import DTYPE_NAMES
+from conformance.api.scalar_type import DTYPE_NAMES, KNOWN_DTYPE_NAMES, complex_dtype, component_dtype
 from conformance.results import CLAUSE_FAMILIES
 
 FAMILIES = CLAUSE_FAMILIES
@@ -36,9 +36,13 @@ DTYPE_SETS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "real": ("float32", "float16", "bfloat16", "float64", "uint8", "int8", "int16", "int32", "int64"),
         "signed_real": ("float32", "float16", "bfloat16", "float64", "int8", "int16", "int32", "int64"),
         "int_bool": ("uint8", "int8", "int16", "int32", "int64", "bool"),
+        # eager CPU runs only some ops in these: never part of "all", listed on each op that has them
+        "unsigned_wide": ("uint16", "uint32", "uint64"),
+        "complex": ("complex64", "complex128"),
+        "float8": ("float8_e4m3fn", "float8_e5m2"),
     }
 )
-"""Named dtype sets an op spec may use instead of a list."""
+"""Named dtype sets an op spec may use instead of a list, or inside one (["all", "complex"])."""
 
 DOMAINS = (
     "any_finite",
@@ -135,6 +139,15 @@ class OpSpec:
     accumulates: bool = False
     """Results come from sums of many terms (reductions, matmul, conv, norms): cancellation
     makes absolute error the right measure near zero, so ``relative_floor`` is off."""
+    values: str = "reference"
+    """How the outputs' values are judged (``VALUE_MODES``; conformance.oracle.compare_outputs):
+    against the reference's, value by value (the default), or where the op leaves them random or
+    undefined, by what holds for every draw."""
+    defined_outputs: tuple[Mapping[str, tuple[Any, ...]] | None, ...] = ()
+    """Per output (in order; missing entries count as None): None where eager always defines its values,
+    else the attribute values (by ATen schema name) under which it does, e.g. {"mode": (1, 2)}. In
+    other calls the output is checked for its shape and dtype only (conformance.oracle.undefined_output):
+    _embedding_bag's bag_size in sum mode holds whatever eager's kernel leaves there."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -240,7 +253,7 @@ class Specs:
     """sha256 over every spec file: the spec version a report carries."""
     models: Mapping[str, ModelSpec] = field(default_factory=lambda: MappingProxyType({}))
     quantized: Mapping[str, QuantizedSpec] = field(default_factory=lambda: MappingProxyType({}))
-    out_of_scope: Mapping[str, "OutOfScope"] = field(default_factory=lambda: MappingProxyType({}))
+    out_of_scope: Mapping[str, OutOfScope] = field(default_factory=lambda: MappingProxyType({}))
     """Core ATen overloads (torch.Tag.core) no NUM check certifies, by name (specs/scope.toml)."""
 
     def op(self, name: str) -> OpSpec:
@@ -532,7 +545,25 @@ _OP_FIELDS = {
     "signed_zero",
     "accumulates",
     "skip_edges",
+    "values",
+    "defined_outputs",
 }
+
+VALUE_MODES: Mapping[str, str] = MappingProxyType(
+    {
+        "reference": "value by value against the reference, within the op's tolerance",
+        "undefined": "shape and dtype only: the op leaves the values undefined (empty)",
+        "prefix": "the first elements in flattened order, as many as the op's first tensor argument holds, "
+        "against the reference; the rest are undefined (resize_)",
+        "uniform": "every value in [0, 1) and the sample U[0,1) by a Kolmogorov-Smirnov test (rand)",
+        "normal": "every value finite and the sample N(0,1) by a Kolmogorov-Smirnov test (randn)",
+        "permutation": "a permutation of 0..n-1, and positions independent of values by a test on blocks (randperm)",
+        "dropout": "output = input * mask * 1/(1-p) as eager rounds it, for the mask returned; the mask all true "
+        "without training, else its dropped fraction p by a binomial test (native_dropout)",
+    }
+)
+"""The allowed values of an op spec's ``values`` field, each with what is checked
+(conformance.oracle implements each; the statistical tests run at ``oracle.FALSE_ALARM``)."""
 
 
 def _dtypes(where: str, value: Any) -> tuple[str, ...]:
@@ -542,10 +573,16 @@ def _dtypes(where: str, value: Any) -> tuple[str, ...]:
         return DTYPE_SETS[value]
     if not isinstance(value, list) or not value:
         raise SpecError(f"{where}: dtypes must be a non-empty list or a set name")
-    unknown = [d for d in value if d not in DTYPE_NAMES]
+    unknown = [d for d in value if d not in KNOWN_DTYPE_NAMES and d not in DTYPE_SETS]
     if unknown:
-        raise SpecError(f"{where}: unknown dtype(s) {unknown}; known: {list(DTYPE_NAMES)}")
-    return tuple(value)
+        raise SpecError(f"{where}: unknown dtype(s) {unknown}; known: {list(KNOWN_DTYPE_NAMES)} and the sets {sorted(DTYPE_SETS)}")
+    out: list[str] = []
+    for item in value:
+        for d in DTYPE_SETS.get(item, (item,)):
+            if d in out:
+                raise SpecError(f"{where}: dtype {d} is listed twice")
+            out.append(d)
+    return tuple(out)
 
 
 EDGE_KINDS = ("model", "values", "large", "empty", "scalar", "attr", "dim", "broadcast")
@@ -558,6 +595,35 @@ def _skip_edges(where: str, table: dict) -> dict[str, str]:
         if not isinstance(reason, str) or not reason.strip():
             raise SpecError(f"{where}: skip_edges.{kind} needs the reason as a string")
     return dict(table)
+
+
+def _defined_outputs(where: str, entries: list) -> tuple[Mapping[str, tuple[Any, ...]] | None, ...]:
+    """defined_outputs: per output, true (always defined) or a table of the attribute values under
+    which eager defines its values ({ mode = [1, 2] })."""
+    out: list[Mapping[str, tuple[Any, ...]] | None] = []
+    for i, entry in enumerate(entries):
+        ewhere = f"{where}: defined_outputs[{i}]"
+        if entry is True:
+            out.append(None)
+            continue
+        if not isinstance(entry, dict) or not entry:
+            raise SpecError(f"{ewhere}: must be true or a table of attribute values, e.g. {{ mode = [1, 2] }}")
+        for key, allowed in entry.items():
+            if not isinstance(allowed, list) or not allowed:
+                raise SpecError(f"{ewhere}.{key}: must be a non-empty list of the values under which the output is defined")
+        out.append(MappingProxyType({key: tuple(allowed) for key, allowed in entry.items()}))
+    return tuple(out)
+
+
+def _values(where: str, mode: str) -> str:
+    if mode not in VALUE_MODES:
+        hint = closest(mode, VALUE_MODES, cutoff=0.6)
+        raise SpecError(
+            f"{where}: values {mode!r} is not a way of judging outputs"
+            + (f" (did you mean {hint!r}?)" if hint else "")
+            + "; known: " + "; ".join(f"{k!r} ({v})" for k, v in VALUE_MODES.items())
+        )
+    return mode
 
 
 def _load_ops(path: Path) -> list[OpSpec]:
@@ -587,8 +653,9 @@ def _load_ops(path: Path) -> list[OpSpec]:
         tolerances = {}
         for dtype, tol in _expect(where, body, "tolerance", dict, {}).items():
             twhere = f"{where}: tolerance.{dtype}"
-            if dtype not in dtypes:
-                raise SpecError(f"{twhere}: {dtype} is not among the op's dtypes")
+            if dtype not in dtypes and complex_dtype(dtype) not in dtypes and component_dtype(dtype) not in dtypes:
+                # a float tolerance may hold the outputs of a complex op (abs, _fft_c2r) and back
+                raise SpecError(f"{twhere}: {dtype} is not among the op's dtypes (nor the parts of a complex one)")
             if not isinstance(tol, dict):
                 raise SpecError(f"{twhere}: must be a table with atol, rtol (and ulp), reason")
             _no_extra(twhere, tol, {"atol", "rtol", "ulp", "reason"})
@@ -624,6 +691,8 @@ def _load_ops(path: Path) -> list[OpSpec]:
                 signed_zero=_expect(where, body, "signed_zero", bool, exact),
                 accumulates=_expect(where, body, "accumulates", bool, accumulates),
                 skip_edges=MappingProxyType(_skip_edges(where, _expect(where, body, "skip_edges", dict, {}))),
+                values=_values(where, _expect(where, body, "values", str, "reference")),
+                defined_outputs=_defined_outputs(where, _expect(where, body, "defined_outputs", list, [])),
             )
         )
     return out
@@ -817,7 +886,8 @@ def claimed_profile(specs: Specs, claims: Mapping[str, Any], base: Profile) -> P
     for name, claimed in claims.items():
         core = specs.op(name).name
         spec_dtypes = specs.ops[core].dtypes
-        wanted = spec_dtypes if claimed == "*" else tuple(claimed)
+        # "*" is the op's dtypes among the ten of "all": the others are claimed by name (Manifest.claims)
+        wanted = tuple(d for d in spec_dtypes if d in DTYPE_NAMES) if claimed == "*" else tuple(claimed)
         have = set(dtypes.get(core, ())) | {d for d in wanted if d in spec_dtypes}
         dtypes[core] = tuple(d for d in spec_dtypes if d in have)
     clauses = tuple(c for c in base.clauses if not c.startswith("NUM-")) + tuple(c for c in specs.clauses if c.startswith("NUM-"))
@@ -854,9 +924,9 @@ def narrowed(profile: Profile, specs: Specs, ops: Sequence[str] | None, dtypes: 
                 f"match(es) no op of profile {profile.name}"
             )
     if dtypes:
-        unknown = [d for d in dtypes if d not in DTYPE_NAMES]
+        unknown = [d for d in dtypes if d not in KNOWN_DTYPE_NAMES]
         if unknown:
-            raise SpecError(f"--dtypes: unknown dtype(s) {unknown}; known: {', '.join(DTYPE_NAMES)}")
+            raise SpecError(f"--dtypes: unknown dtype(s) {unknown}; known: {', '.join(KNOWN_DTYPE_NAMES)}")
     table = {op: tuple(d for d in profile.dtypes.get(op, ()) if not dtypes or d in dtypes) for op in selected}
     table = {op: ds for op, ds in table.items() if ds}
     if not table and (ops or dtypes):

@@ -35,6 +35,13 @@ Sections, each exactly once:
                   arg = u8 tag, then: NONE -; BOOL u8; INT i64; FLOAT f64; STR u32 string id;
                         VALUE u32 value id; LIST u32 n, n x arg (depth <= 4); DTYPE u8 ScalarType
 
+A ScalarType byte is ExecuTorch's code (``conformance.api.ScalarType``): the ten dtypes of the
+specs' "all" and ComplexFloat 9, ComplexDouble 10, Float8_e5m2 23, Float8_e4m3fn 24, UInt16 27,
+UInt32 28, UInt64 29. The codes were added without a version change: the layout is the same, and
+a runtime that predates a code refuses a blob holding it as InvalidProgram ("unknown ScalarType
+code"), which it is for that runtime. Scalar arguments stay int64, double and bool (a complex
+op's Python scalars are real: ExecuTorch's EValue has no complex scalar either).
+
 The header's version sits outside the checksum so that a runtime can say
 "wrong version" rather than "corrupt" when only the version differs.
 Readers refuse a blob with ``BackendError``: ``DelegateInvalidCompatibility``

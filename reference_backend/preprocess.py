@@ -240,17 +240,45 @@ class _Lowering:
         self.constants.append((vid, key))
         return vid
 
+    def _copy_mutated(self, node) -> None:
+        """Copy on write for an op that writes arguments in place (``Tensor(a!)`` in its schema,
+        no return aliasing them: _native_batch_norm_legit's running statistics). Its kernel writes
+        into a clone, which the rest of the graph (the program's outputs) uses from here on, so a
+        caller's input tensors stay as they were (RT-017) while the program returns the new values."""
+        schema = getattr(node.target, "_schema", None)
+        if schema is None:
+            return
+        returned = {a for r in schema.returns if r.alias_info is not None for a in r.alias_info.before_set}
+        for position, argument in enumerate(schema.arguments):
+            info = argument.alias_info
+            if info is None or not info.is_write or set(info.before_set) & returned:
+                continue
+            value = node.args[position] if position < len(node.args) else node.kwargs.get(argument.name)
+            if not hasattr(value, "name") or not isinstance(self.node_values.get(value.name), int):
+                continue
+            source = self.node_values[value.name]
+            copy = self._new_value(self.values[source])
+            index = len(self.instructions)
+            self.instructions.append(Instruction("aten.clone.default", index, (Ref(source),), (), (copy,)))
+            handle = node.meta.get("debug_handle")
+            if isinstance(handle, int):
+                self.debug_handle_map[index] = (handle,)
+            self.node_values[value.name] = copy
+
     def _call(self, node) -> None:
         name = op_name(node.target)
         if name == "getitem":
             source, index = node.args
             produced = self.node_values.get(source.name)
+            if isinstance(produced, tuple) and 0 <= index < len(produced) and produced[index] == NO_VALUE and not node.users:
+                return  # tracing picks every element, an undefined (None) output too; nothing uses it
             if not isinstance(produced, tuple) or not 0 <= index < len(produced) or produced[index] == NO_VALUE:
                 raise self._refuse(node, "getitem of something that is not an instruction's tuple result")
             self.node_values[node.name] = produced[index]
             return
         if name not in self.kernels and name not in GRAPH_OPS:
             raise self._refuse(node, f"operator {name} has no reference kernel")
+        self._copy_mutated(node)
         args = tuple(self._arg(a, node) for a in node.args)
         kwargs = self._kwargs(node)
         val = node.meta.get("val")

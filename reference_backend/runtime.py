@@ -31,6 +31,7 @@ from conformance.api import (
     FreeableBuffer,
     MemoryAllocator,
     numpy_dtype,
+    resize_tensor,
 )
 
 from . import blob
@@ -376,6 +377,13 @@ class ReferenceRuntime(BackendInterface):
             if program.values[value_id].kind is not ValueKind.TENSOR:
                 arg.set(value)
                 continue
+            if arg.value.shape != value.shape and arg.capacity is not None:
+                # A size the program leaves to run time: report it within the allocated capacity (NUM-001).
+                status = resize_tensor(arg, value.shape)
+                if status is not Error.Ok:
+                    raise BackendError(
+                        status, f"output {position} ({arg.capacity.size} elements allocated) cannot hold the {list(value.shape)} computed"
+                    )
             out = arg.value
             if out.shape != value.shape:
                 raise BackendError(

@@ -14,7 +14,7 @@ from .context import (
     EventTracerEntry,
 )
 from .errors import BackendError, Error
-from .evalue import EValue, Tag
+from .evalue import EValue, Tag, resize_tensor
 from .lazy import LazyBackendHooks, LazyDeviceList
 from .memory import FreeableBuffer, MemoryAllocator
 from .named_data import DataEntry, NamedDataMap, NamedDataStore, NamedDataStoreOutput
@@ -69,4 +69,5 @@ __all__ = [
     "get_num_registered_backends",
     "numpy_dtype",
     "register_backend",
+    "resize_tensor",
 ]

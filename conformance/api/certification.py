@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .backend import BackendInterface, CompileSpec
-from .scalar_type import DTYPE_NAMES
+from .scalar_type import DTYPE_NAMES, KNOWN_DTYPE_NAMES
 
 ALL_DTYPES = "*"
 FAMILIES = ("delegate", "torchscript", "lazy")
@@ -89,9 +89,9 @@ class Manifest:
                 ops[op] = ALL_DTYPES
                 continue
             dtypes = tuple(dtypes)
-            unknown = [d for d in dtypes if d not in DTYPE_NAMES]
+            unknown = [d for d in dtypes if d not in KNOWN_DTYPE_NAMES]
             if unknown:
-                raise ValueError(f"manifest: op {op} claims unknown dtype(s) {unknown}; known: {', '.join(DTYPE_NAMES)}")
+                raise ValueError(f"manifest: op {op} claims unknown dtype(s) {unknown}; known: {', '.join(KNOWN_DTYPE_NAMES)}")
             ops[op] = dtypes
         object.__setattr__(self, "ops", MappingProxyType(ops))
         object.__setattr__(self, "not_applicable", MappingProxyType(dict(self.not_applicable)))
@@ -105,8 +105,11 @@ class Manifest:
         object.__setattr__(self, "refuses", MappingProxyType(refuses))
 
     def claims(self, op: str, dtype: str) -> bool:
+        """Whether the manifest claims ``op`` in ``dtype``. "*" claims the ten dtypes of the specs'
+        "all" (DTYPE_NAMES); the wide unsigned, complex and float8 dtypes are claimed by name, so a
+        spec that adds them to an op does not extend an existing manifest's claims."""
         dtypes = self.ops.get(op)
-        return dtypes is not None and (dtypes == ALL_DTYPES or dtype in dtypes)
+        return dtypes is not None and ((dtypes == ALL_DTYPES and dtype in DTYPE_NAMES) or dtype in dtypes)
 
     def not_applicable_reason(self, clause: str) -> str | None:
         if clause in self.not_applicable:

@@ -3,7 +3,8 @@
 Tensors are NumPy arrays (bfloat16 through ml_dtypes); scalars are Python
 int/float/bool; None is None. Tags keep ExecuTorch's numbering. An EValue is
 mutable so that a backend can write a scalar output in place, as it would set an
-output EValue in C++.
+output EValue in C++, and give a tensor output the size it computed at run time
+(``resize_tensor``, runtime/core/exec_aten/util/tensor_util.h's namesake).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from enum import IntEnum
 from typing import Any
 
 import numpy as np
+
+from .errors import Error
 
 
 class Tag(IntEnum):
@@ -55,11 +58,15 @@ def _infer_tag(value: Any) -> Tag:
 class EValue:
     """A tagged value. ``EValue(x)`` infers the tag from ``x``."""
 
-    __slots__ = ("tag", "value")
+    __slots__ = ("capacity", "tag", "value")
 
-    def __init__(self, value: Any = None):
+    def __init__(self, value: Any = None, *, capacity: np.ndarray | None = None):
         self.tag = _infer_tag(value)
         self.value = value
+        self.capacity = capacity
+        """For a tensor output whose size the program leaves to run time (a data-dependent size,
+        e.g. nonzero's row count): the C-contiguous buffer the runtime allocated at the program's
+        upper bound, of which ``resize_tensor`` hands out the leading elements. None otherwise."""
 
     def is_none(self) -> bool:
         return self.tag is Tag.None_
@@ -104,3 +111,31 @@ class EValue:
         if self.tag is Tag.Tensor:
             return f"EValue(Tensor {self.value.dtype}{list(self.value.shape)})"
         return f"EValue({self.tag.name} {self.value!r})"
+
+
+def resize_tensor(evalue: EValue, sizes) -> Error:
+    """Give a tensor output the sizes it has at run time (specs/interface.toml NUM-001).
+
+    A program may leave an output's size to run time (a data-dependent size: nonzero's row count).
+    The runtime then allocates the output at the upper bound the program states for it
+    (``EValue.capacity``) and the backend, once it knows the size, calls this: the output becomes
+    the first prod(sizes) elements of that buffer, C-contiguous, in ``sizes``. ``Error.Ok``, or
+    ``Error.InvalidArgument`` when ``evalue`` is not a tensor or the sizes exceed the capacity; an
+    output allocated at a static size may only be "resized" to that same size (``Error.NotSupported``
+    otherwise), as ExecuTorch's static tensors."""
+    if evalue.tag is not Tag.Tensor:
+        return Error.InvalidArgument
+    try:
+        sizes = tuple(int(n) for n in sizes)
+    except (TypeError, ValueError):
+        return Error.InvalidArgument
+    if any(n < 0 for n in sizes):
+        return Error.InvalidArgument
+    storage = evalue.capacity
+    if storage is None:
+        return Error.Ok if sizes == tuple(evalue.value.shape) else Error.NotSupported
+    count = int(np.prod(sizes, dtype=np.int64))
+    if len(sizes) != storage.ndim or count > storage.size:
+        return Error.InvalidArgument
+    evalue.value = storage.reshape(-1)[:count].reshape(sizes)
+    return Error.Ok

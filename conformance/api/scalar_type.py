@@ -2,7 +2,11 @@
 
 Codes follow runtime/core/portable_type/scalar_type.h (the same numbering as
 c10::ScalarType). Names are the ones the specs use ("float32", "bfloat16", ...).
-bfloat16 is ml_dtypes' NumPy dtype.
+bfloat16, float8_e4m3fn and float8_e5m2 are ml_dtypes' NumPy dtypes.
+
+``DTYPE_NAMES`` are the ten dtypes every operator family is specified over ("all" in the
+specs); ``EXTRA_DTYPE_NAMES`` are the dtypes eager CPU supports only for some ops (the wide
+unsigned integers, complex, float8), which an op spec lists by name or by a named set.
 """
 
 from __future__ import annotations
@@ -22,8 +26,15 @@ class ScalarType(IntEnum):
     Half = 5
     Float = 6
     Double = 7
+    ComplexFloat = 9
+    ComplexDouble = 10
     Bool = 11
     BFloat16 = 15
+    Float8_e5m2 = 23
+    Float8_e4m3fn = 24
+    UInt16 = 27
+    UInt32 = 28
+    UInt64 = 29
 
 
 _BY_NAME: dict[str, tuple[ScalarType, np.dtype]] = {
@@ -37,10 +48,28 @@ _BY_NAME: dict[str, tuple[ScalarType, np.dtype]] = {
     "float64": (ScalarType.Double, np.dtype(np.float64)),
     "bool": (ScalarType.Bool, np.dtype(np.bool_)),
     "bfloat16": (ScalarType.BFloat16, np.dtype(ml_dtypes.bfloat16)),
+    "uint16": (ScalarType.UInt16, np.dtype(np.uint16)),
+    "uint32": (ScalarType.UInt32, np.dtype(np.uint32)),
+    "uint64": (ScalarType.UInt64, np.dtype(np.uint64)),
+    "complex64": (ScalarType.ComplexFloat, np.dtype(np.complex64)),
+    "complex128": (ScalarType.ComplexDouble, np.dtype(np.complex128)),
+    "float8_e4m3fn": (ScalarType.Float8_e4m3fn, np.dtype(ml_dtypes.float8_e4m3fn)),
+    "float8_e5m2": (ScalarType.Float8_e5m2, np.dtype(ml_dtypes.float8_e5m2)),
 }
-DTYPE_NAMES: tuple[str, ...] = tuple(_BY_NAME)
-DTYPE_ORDER: tuple[str, ...] = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64")
-"""The order reports list dtypes in: bool, then integers, then floats, each by width."""
+DTYPE_NAMES: tuple[str, ...] = tuple(_BY_NAME)[:10]
+"""The ten dtypes of "all" in the specs."""
+EXTRA_DTYPE_NAMES: tuple[str, ...] = tuple(_BY_NAME)[10:]
+"""Dtypes an op spec names explicitly (eager CPU runs few ops in them)."""
+KNOWN_DTYPE_NAMES: tuple[str, ...] = tuple(_BY_NAME)
+DTYPE_ORDER: tuple[str, ...] = (
+    "bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64",
+    "float8_e5m2", "float8_e4m3fn", "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
+)  # fmt: skip
+"""The order reports list dtypes in: bool, then integers (unsigned, then signed), then floats, then
+complex, each by width (float8_e5m2 before float8_e4m3fn: its range is float16's, e4m3fn's is narrower)."""
+_FLOATING = ("float8_e5m2", "float8_e4m3fn", "float16", "bfloat16", "float32", "float64")
+_INTEGRAL = ("uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64")
+_COMPLEX = {"complex64": "float32", "complex128": "float64"}
 _NAME_BY_CODE = {code: name for name, (code, _) in _BY_NAME.items()}
 _NAME_BY_NUMPY = {dt: name for name, (_, dt) in _BY_NAME.items()}
 
@@ -49,7 +78,7 @@ def scalar_type(name: str) -> ScalarType:
     try:
         return _BY_NAME[name][0]
     except KeyError:
-        raise ValueError(f"unknown dtype name {name!r}; known: {', '.join(DTYPE_NAMES)}") from None
+        raise ValueError(f"unknown dtype name {name!r}; known: {', '.join(KNOWN_DTYPE_NAMES)}") from None
 
 
 def numpy_dtype(name_or_code: str | int) -> np.dtype:
@@ -57,7 +86,7 @@ def numpy_dtype(name_or_code: str | int) -> np.dtype:
     try:
         return _BY_NAME[name][1]
     except KeyError:
-        raise ValueError(f"unknown dtype name {name!r}; known: {', '.join(DTYPE_NAMES)}") from None
+        raise ValueError(f"unknown dtype name {name!r}; known: {', '.join(KNOWN_DTYPE_NAMES)}") from None
 
 
 def dtype_name(value: int | np.dtype | type | object) -> str:
@@ -80,11 +109,26 @@ def dtype_name(value: int | np.dtype | type | object) -> str:
 
 
 def is_floating(name: str) -> bool:
-    return name in ("float16", "bfloat16", "float32", "float64")
+    """Real floating point, float8 included (complex is not: ``is_complex``)."""
+    return name in _FLOATING
 
 
 def is_integral(name: str) -> bool:
-    return name in ("uint8", "int8", "int16", "int32", "int64")
+    return name in _INTEGRAL
+
+
+def is_complex(name: str) -> bool:
+    return name in _COMPLEX
+
+
+def component_dtype(name: str) -> str:
+    """The dtype of a complex dtype's real and imaginary parts (complex64: float32); others: themselves."""
+    return _COMPLEX.get(name, name)
+
+
+def complex_dtype(name: str) -> str | None:
+    """The complex dtype whose parts are ``name`` (float32: complex64), or None."""
+    return next((c for c, part in _COMPLEX.items() if part == name), None)
 
 
 def torch_dtype(name: str):
@@ -93,3 +137,27 @@ def torch_dtype(name: str):
 
     numpy_dtype(name)  # validates the name
     return getattr(torch, name)
+
+
+def promotable(a: str, b: str) -> bool:
+    """Whether eager combines operands of dtypes ``a`` and ``b`` (add, cat, where ...) into a dtype
+    of this suite whatever their ranks.
+
+    torch.promote_types (c10/core/ScalarType.cpp) refuses float8 with any other dtype, and the wide
+    unsigned integers with anything but themselves and the real floats ("Promotion for uint16,
+    uint32, uint64 types is not supported"). A complex 0-d tensor meeting a float16 or bfloat16
+    tensor with dims gives complex32 (result_type keeps the float's width), which has no NumPy
+    dtype, so those pairs are left out too.
+    """
+    if a == b:
+        return True
+    if "float8_e4m3fn" in (a, b) or "float8_e5m2" in (a, b):
+        return False
+    wide = ("uint16", "uint32", "uint64")
+    if a in wide or b in wide:
+        other = b if a in wide else a
+        return other in ("float16", "bfloat16", "float32", "float64")
+    if is_complex(a) or is_complex(b):
+        other = b if is_complex(a) else a
+        return other not in ("float16", "bfloat16")
+    return True

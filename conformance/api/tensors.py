@@ -1,38 +1,53 @@
-"""Moving tensors between torch and NumPy, bfloat16 included (torch.Tensor.numpy refuses it)."""
+"""Moving tensors between torch and NumPy, bfloat16 and float8 included (torch.Tensor.numpy refuses them:
+they cross as their bits)."""
 
 from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
 
-_BF16 = np.dtype(ml_dtypes.bfloat16)
+_BY_BITS = {  # ml_dtypes dtype name -> (torch dtype name, the NumPy integer of the same width)
+    "bfloat16": ("bfloat16", np.int16),
+    "float8_e4m3fn": ("float8_e4m3fn", np.uint8),
+    "float8_e5m2": ("float8_e5m2", np.uint8),
+}
 
 
 def to_numpy(tensor) -> np.ndarray:
-    """A torch tensor's values as a contiguous NumPy array that owns or shares nothing mutable."""
+    """A torch tensor's values as a contiguous NumPy array that owns or shares nothing mutable; a
+    Python scalar (what an op returning ``Scalar`` gives: _local_scalar_dense) as the NumPy scalar
+    of its kind, bool, int64 or float64 (a ``np.generic``, which a program output holds as a Bool,
+    Int or Double EValue)."""
     import torch
 
+    if isinstance(tensor, (bool, int, float)):
+        return np.bool_(tensor) if isinstance(tensor, bool) else np.int64(tensor) if isinstance(tensor, int) else np.float64(tensor)
     tensor = tensor.detach().cpu().contiguous()
-    if tensor.dtype == torch.bfloat16:
-        return tensor.view(torch.int16).numpy().view(_BF16)
+    name = str(tensor.dtype).removeprefix("torch.")
+    if name in _BY_BITS:
+        bits = np.dtype(_BY_BITS[name][1])
+        return tensor.view(getattr(torch, bits.name)).numpy().view(getattr(ml_dtypes, name))
     return tensor.numpy()
 
 
 def to_torch(array: np.ndarray):
-    """A NumPy array as a torch tensor (a copy, so torch never writes into the caller's array)."""
+    """A NumPy array as a torch tensor: a copy (torch never writes into the caller's array) in storage
+    torch owns, so an in-place op may grow it as in eager (resize_; a tensor over a NumPy buffer
+    raises "Trying to resize storage that is not resizable"), with torch's own strides."""
     import torch
 
-    array = np.array(array, order="C", copy=True)  # ascontiguousarray would turn 0-d into 1-d
-    if array.dtype == _BF16:
-        tensor = torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    array = np.asarray(array)
+    if not (array.flags.c_contiguous and array.flags.writeable):
+        array = np.array(array, order="C", copy=True)  # ascontiguousarray would turn 0-d into 1-d
+    if array.dtype.name in _BY_BITS:
+        torch_name, bits = _BY_BITS[array.dtype.name]
+        tensor = torch.from_numpy(array.view(bits)).view(getattr(torch, torch_name))
     else:
         tensor = torch.from_numpy(array)
-    if array.size == 0:
-        # NumPy gives an empty array all-zero strides, which torch never gives a fresh tensor;
-        # torch.export records them, ExecuTorch's exporter refuses them ("0 in strides is not
-        # supported") and its runtime aborts on them (tensor_ptr.cpp). Use torch's own strides.
-        tensor = tensor.clone(memory_format=torch.contiguous_format)
-    return tensor
+    # The clone owns its storage; and where NumPy gives an empty array all-zero strides, which
+    # torch never gives a fresh tensor (torch.export records them, ExecuTorch's exporter refuses
+    # them: "0 in strides is not supported"), the clone has torch's own.
+    return tensor.clone(memory_format=torch.contiguous_format)
 
 
 INPUT_LAYOUTS = ("contiguous", "transposed", "offset", "channels_last")

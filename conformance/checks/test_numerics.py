@@ -183,7 +183,7 @@ class _Case:
         self._timed(started)
         self.batched += len(prepared)
         for (k, label, call, ready), outputs in zip(prepared, split_outputs(batch, ran.outputs)):
-            compared = core.compare(self.backend, self.spec, call.op, outputs, ready.expected)
+            compared = core.compare(self.backend, self.spec, call.op, outputs, ready.expected, call)
             if all(c.ok for c in compared):
                 self._taken(call, compared)
                 out[k] = (ready.expected, ready.program)
@@ -372,6 +372,12 @@ def test_NUM_001_matches_reference(backend, result, op, dtype, specs, request):
                 f"{case.refusal_summary()}; first: {case.refused[0]}",
                 stage="preprocess",
                 stats={"refused": len(case.refused) + case.declared, "refusals": case.refusals, "compared": case.compared, **case.worst},
+            )
+        if not case.compared and not case.refused and not case.declared and case.meta_disagreements:
+            # Nothing reached the backend: a pass would certify an op no program of the harness carried.
+            raise CheckFailure(
+                Category.HARNESS_ERROR,
+                f"{op} {dtype}: no call reached the backend, PyTorch's tracing set every one aside; first: {case.meta_disagreements[0]}",
             )
         case.not_supported_if_nothing_taken()
         if not case.compared and not claimed:

@@ -30,11 +30,15 @@ _FAMILY_MODULES = (
     "conv",
     "normalization",
     "pooling",
+    "padding",
     "upsample",
     "indexing",
     "shape",
     "creation",
     "quantized",
+    "random",
+    "backward",
+    "fft",
 )
 
 

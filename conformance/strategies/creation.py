@@ -1,4 +1,4 @@
-"""Signatures of creation ops: full, full_like, scalar_tensor, arange.
+"""Signatures of creation ops: full, full_like, fill, scalar_tensor, arange; empty, empty_strided, resize_.
 
 They take no tensor inputs (full_like takes one for its shape), so a signature
 draws only attributes. The spec dtype names the result dtype: it is passed as
@@ -8,12 +8,13 @@ int -> int64, bool -> bool), which exercises dtype inference.
 
 from __future__ import annotations
 
+import ml_dtypes
 from hypothesis import strategies as st
 
-from conformance.api.scalar_type import is_floating, is_integral
+from conformance.api.scalar_type import is_floating, is_integral, numpy_dtype
 
-from . import Call, param, signature
-from .shape import scalar_of, tensor
+from . import Call, directed, param, signature
+from .shape import _factor, scalar_of, tensor
 from .shapes import shapes
 
 _INFERRED = {"float32": float, "int64": int, "bool": bool}
@@ -30,13 +31,15 @@ def fill_value(draw, spec, dtype: str):
     if kind == 0 and dtype == "bool":
         return draw(st.integers(-3, 3) | st.floats(-2.0, 2.0))
     if kind == 0 and is_integral(dtype):
-        low, high = (0, 255) if dtype == "uint8" else (-100, 100)
+        low, high = (0, 255) if dtype.startswith("uint") else (-100, 100)
         return draw(st.floats(low, high))
     if kind == 0 and is_floating(dtype):
-        return draw(st.integers(-2048, 2048))
+        bound = min(2048, int(float(ml_dtypes.finfo(numpy_dtype(dtype)).max)))  # float8_e4m3fn's is 448
+        return draw(st.integers(-bound, bound))
     if kind == 1 and is_floating(dtype):
         # A double that has to be rounded (through float32 for the half types).
-        return draw(st.floats(-60000.0, 60000.0))
+        bound = min(60000.0, float(ml_dtypes.finfo(numpy_dtype(dtype)).max))
+        return draw(st.floats(-bound, bound))
     return scalar_of(draw, dtype, spec.domain)
 
 
@@ -69,6 +72,14 @@ def full_like(draw, spec, dtype, op):
         return Call(op, (tensor(draw, spec, dtype, shape), value))
     other = draw(st.sampled_from(spec.dtypes))
     return Call(op, (tensor(draw, spec, other, shape), value), {"dtype": dtype})
+
+
+@signature("fill")
+def fill(draw, spec, dtype, op):
+    """fill(self, value): self in ``dtype`` (rank 0-4, sides 0-6), a value that converts to it
+    without overflow (``fill_value``: sometimes of another kind than the dtype's)."""
+    shape = draw(shapes(0, param(spec, "max_rank", 4)))
+    return Call(op, (tensor(draw, spec, dtype, shape), fill_value(draw, spec, dtype)))
 
 
 @signature("scalar_tensor")
@@ -138,3 +149,51 @@ def arange(draw, spec, dtype, op):
     kwargs = {} if inferred and draw(st.booleans()) else {"dtype": dtype}
     return Call(op, args, kwargs)
 
+
+@signature("empty")
+def empty(draw, spec, dtype, op):
+    """empty(size, dtype=): size rank 0-4 (the edge set's large, empty, 0-d and real-world shapes
+    included); dtype=None gives float32. memory_format is not drawn: the layout it asks for is in the
+    program's output strides, and outputs are read logically."""
+    size = list(draw(shapes(0, param(spec, "max_rank", 4))))
+    return Call(op, (size,), {} if dtype == "float32" and draw(st.booleans()) else {"dtype": dtype})
+
+
+@signature("empty_strided")
+def empty_strided(draw, spec, dtype, op):
+    """empty_strided(size, stride, dtype=): the strides of a dense tensor whose dims are stored in a
+    drawn order (contiguous, transposed, channels-last and the rest), what decompositions ask for;
+    not overlapping or gapped strides, which a program's output cannot carry to every backend."""
+    size = list(draw(shapes(0, param(spec, "max_rank", 4))))
+    order = draw(st.permutations(range(len(size))))  # outermost first
+    stride, step = [0] * len(size), 1
+    for d in reversed(order):
+        stride[d] = step
+        step *= max(size[d], 1)
+    return Call(op, (size, stride), {} if dtype == "float32" and draw(st.booleans()) else {"dtype": dtype})
+
+
+@signature("resize")
+def resize(draw, spec, dtype, op):
+    """resize_(self, size): self of any shape (the edge set's included); a size of 0, fewer, as many
+    or more elements (more under the edge set's directives), of a rank up to self's: torch.export
+    cannot raise an input's rank with resize_ (see the op spec), so no program does. memory_format is
+    not drawn: ATen lays the new shape out in it over the same storage, which changes which logical
+    elements are kept."""
+    self = tensor(draw, spec, dtype, draw(shapes(0, param(spec, "max_rank", 4))))
+    numel, top = int(self.value.size), self.value.ndim
+    if top == 0:
+        return Call(op, (self, []))
+    state = directed.active()
+    # The edge set's shapes and values grow: every element self has is then checked.
+    kind = "more" if state is not None and "shape" in state.consumed else draw(st.sampled_from(["fewer", "same", "more", "none"]))
+    n = {"fewer": lambda: draw(st.integers(0, max(numel - 1, 0))), "same": lambda: numel,
+         "more": lambda: numel + draw(st.integers(1, 64)), "none": lambda: 0}[kind]()  # fmt: skip
+    if n == 0:
+        size = [draw(st.integers(0, 4)) for _ in range(draw(st.integers(1, top)))]
+        size[draw(st.integers(0, len(size) - 1))] = 0
+    elif n == 1 and draw(st.booleans()):
+        size = []
+    else:
+        size = _factor(draw, n, draw(st.integers(1, top)))
+    return Call(op, (self, size))

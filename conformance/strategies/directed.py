@@ -185,6 +185,11 @@ def draw_directed(strategy, directive: Directive, *key: Any) -> tuple[Any, set[s
                 return None, {"draw"}
             raise
     missing = directive.required() - state.consumed
+    if directive.kind != "values" and not call.tensors():
+        # A call without tensor arguments (rand, empty, full: sizes and scalars) has no data for the
+        # directive's values to fill; its shape (large, 0-d, real-world) applies on its own. The
+        # ``values`` kind is about the data, so it does not.
+        missing.discard("values")
     return (None, missing) if missing else (call, set())
 
 

@@ -1,4 +1,5 @@
-"""Signatures of elementwise ops: unary (and unary_attrs), binary (broadcasting, mixed dtypes), where, clamp, to_copy."""
+"""Signatures of elementwise ops: unary (and unary_attrs), binary (broadcasting, mixed dtypes), binary_out,
+item, where, clamp, to_copy."""
 
 from __future__ import annotations
 
@@ -6,7 +7,15 @@ import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.api.scalar_type import is_floating, is_integral, numpy_dtype
+from conformance.api.scalar_type import (
+    DTYPE_NAMES,
+    component_dtype,
+    is_complex,
+    is_floating,
+    is_integral,
+    numpy_dtype,
+    promotable,
+)
 
 from . import Call, Tensor, attr, directed, param, signature
 from .shapes import broadcast_shapes, shapes
@@ -35,16 +44,20 @@ def _scalar_attr_fits(dtype: str):
 def other_dtype(draw, spec, dtype: str, sometimes: st.SearchStrategy[bool]) -> str:
     """The dtype of an operand that may promote: the check's own in a directive that wants one dtype,
     another of the op's dtypes in one that wants them mixed, else another one when ``sometimes``
-    draws True (only when the spec's ``mixed_dtypes`` param, default true, allows it)."""
+    draws True (only when the spec's ``mixed_dtypes`` param, default true, allows it).
+
+    Only dtypes eager promotes with ``dtype`` (``promotable``); a check in one of the ten dtypes of
+    "all" mixes only those ten, so an op that gains complex or uint16 keeps its other checks' draws."""
     if not param(spec, "mixed_dtypes", True) or directed.same_dtypes():
         return dtype
+    pool = [d for d in spec.dtypes if promotable(dtype, d) and (d in DTYPE_NAMES or dtype not in DTYPE_NAMES)]
     if directed.mixed_dtypes():
-        others = [d for d in spec.dtypes if d != dtype]
+        others = [d for d in pool if d != dtype]
         if not others:
             return dtype
         directed.consume("mixed dtypes")
         return draw(st.sampled_from(others))
-    return draw(st.sampled_from(spec.dtypes)) if draw(sometimes) else dtype
+    return draw(st.sampled_from(pool)) if draw(sometimes) else dtype
 
 
 def _kwargs(draw, spec, dtype: str) -> dict:
@@ -86,6 +99,38 @@ def binary(draw, spec, dtype, op):
     else:
         b = Tensor(draw(arrays(b_dtype, other_shape, _domain(spec, b_dtype, "other_domain"))))
     return Call(op, (a, b), _kwargs(draw, spec, dtype))
+
+
+@signature("binary_out")
+def binary_out(draw, spec, dtype, op):
+    """op(self, other, *, out): ``binary``'s operands (params as for it), and an ``out`` tensor of
+    their broadcast shape in the op's result dtype (their promoted dtype, float32 for integers and
+    bool) or, a third of the time, another float dtype of the spec's (the result is converted to it;
+    float64 only for a float64 result).
+    Its values are drawn too: a backend must overwrite them, not hand them back."""
+    import torch
+
+    from conformance.api.scalar_type import dtype_name, torch_dtype
+
+    call = binary(draw, spec, dtype, op)
+    a, b = call.args
+    promoted = dtype_name(torch.promote_types(torch_dtype(a.dtype), torch_dtype(b.dtype)))
+    natural = promoted if is_floating(promoted) else "float32"
+    # Not float64 for a narrower result: its float32 rounding error, within float32's tolerance,
+    # would be judged by float64's.
+    floats = [d for d in spec.dtypes if is_floating(d) and (d != "float64" or natural == "float64")] or [natural]
+    target = draw(st.sampled_from(floats)) if draw(st.integers(0, 2)) == 0 and not directed.same_dtypes() else natural
+    shape = np.broadcast_shapes(a.value.shape, b.value.shape)
+    out = Tensor(draw(arrays(target, shape, _domain(spec, target, "self_domain"))))
+    return Call(op, call.args, {**call.kwargs, "out": out})
+
+
+@signature("item")
+def item(draw, spec, dtype, op):
+    """op(self) on a one-element tensor of rank 0-4 (every side 1), its value from the op's domain
+    (the edge set's first edge value, NaN where the domain has it, under an edge-values directive)."""
+    shape = (1,) * draw(st.integers(0, param(spec, "max_rank", 4)))
+    return Call(op, (Tensor(draw(arrays(dtype, shape, _domain(spec, dtype, "self_domain")))),))
 
 
 @signature("where")
@@ -179,6 +224,9 @@ _INT_TARGET_BOUNDS = {
     "int16": (-32768.0, 32767.0),
     "int32": (-2147483520.0, 2147483520.0),
     "int64": (-(2.0**62), 2.0**62),
+    "uint16": (0.0, 65535.0),
+    "uint32": (0.0, 4294967040.0),
+    "uint64": (0.0, 18446742974197923840.0),  # 2**64 - 2**40, float32's largest below 2**64
 }
 
 
@@ -208,12 +256,25 @@ def to_copy(draw, spec, dtype, op):
 
     Float-to-integer conversions draw values that truncate into the target's range
     (others are undefined behaviour in C++: eager's result depends on the vector
-    path); every other pair uses the op's domain, specials included.
+    path), a complex source its real part so (the conversion keeps it); every other pair
+    uses the op's domain, specials included. A check in one of the ten dtypes of "all"
+    converts into those ten only; a check in another dtype (float8, complex, the wide
+    unsigned integers) converts from it into any target and, in half the draws, into it
+    from the target drawn: float32 -> float8_e4m3fn is where eager saturates.
     """
-    target = attr(draw, spec, "dtype")
+    target = attr(draw, spec, "dtype", keep=(lambda t: t in DTYPE_NAMES) if dtype in DTYPE_NAMES else None)
+    source = dtype
+    if dtype not in DTYPE_NAMES and target != dtype and draw(st.booleans()):
+        source, target = target, dtype
     shape = draw(shapes(0, param(spec, "max_rank", 4)))
-    if is_floating(dtype) and is_integral(target):
-        x = draw(_convertible_floats(dtype, target, shape))
+    if is_floating(source) and is_integral(target):
+        x = draw(_convertible_floats(source, target, shape))
+    elif is_complex(source) and is_integral(target):
+        part = component_dtype(source)
+        re = draw(_convertible_floats(part, target, shape))
+        im = draw(arrays(part, shape, _domain(spec, part, "self_domain")))
+        x = np.empty(shape, numpy_dtype(source))
+        x.real, x.imag = re, im
     else:
-        x = draw(arrays(dtype, shape, _domain(spec, dtype, "self_domain")))
+        x = draw(arrays(source, shape, _domain(spec, source, "self_domain")))
     return Call(op, (Tensor(x),), {"dtype": target})

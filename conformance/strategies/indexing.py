@@ -1,4 +1,5 @@
-"""Signatures of indexing ops: embedding, index_select, gather, index, index_put, scatter, *_scatter.
+"""Signatures of indexing ops: embedding, index_select, gather, index, index_put, scatter, *_scatter,
+masked_scatter, _embedding_bag.
 
 Index tensors are int64 or int32 (params ``index_dtypes``), drawn in range:
 [0, size) for the ops that refuse negatives, [-size, size) for index and
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from . import Call, Tensor, attr, param, signature
 from .shape import scalar_of, slice_bounds, spell, tensor
 from .shapes import broadcast_shapes, nonneg_dim, shapes
+from .values import arrays
 
 
 def _index_dtype(draw, spec) -> str:
@@ -220,3 +222,53 @@ def select_scatter(draw, spec, dtype, op):
     src_shape = shape[:dim] + shape[dim + 1:]
     args = (tensor(draw, spec, dtype, shape), tensor(draw, spec, dtype, src_shape), spell(draw, dim, len(shape)))
     return Call(op, (*args, draw(st.integers(-shape[dim], shape[dim] - 1))))
+
+
+@signature("masked_scatter")
+def masked_scatter(draw, spec, dtype, op):
+    """masked_scatter(self, mask, source): self and a bool mask broadcast together (the result has the
+    broadcast shape); source in self's dtype, 1-d or 2-d, with as many elements as the mask has true
+    positions, or a few more (the rest are not read)."""
+    self_shape, mask_shape = draw(broadcast_shapes(2, 0, param(spec, "max_rank", 4)))
+    self = tensor(draw, spec, dtype, self_shape)
+    mask = Tensor(draw(arrays("bool", mask_shape, "any_finite")))
+    count = int(np.count_nonzero(np.broadcast_to(mask.value, np.broadcast_shapes(self_shape, mask_shape))))
+    size = count + draw(st.integers(0, 3))
+    rows = draw(st.sampled_from([d for d in (1, 2, 3) if size % d == 0]))
+    source_shape = (size,) if draw(st.booleans()) else (rows, size // rows)
+    return Call(op, (self, mask, tensor(draw, spec, dtype, source_shape)))
+
+
+@signature("embedding_bag")
+def embedding_bag(draw, spec, dtype, op):
+    """_embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
+    include_last_offset, padding_idx): weight (num, D) is a parameter of any drawn 2-d shape (the edge
+    set's large, empty and real-world tables included); 0-12 indices in [0, num), int64 or int32, with
+    offsets of the same dtype: 0, then non-decreasing cut points (empty bags included), and with
+    include_last_offset one more offset, the number of indices (what EmbeddingBag passes).
+
+    attrs: ``mode`` (0 sum, 1 mean, 2 max), ``include_last_offset``. per_sample_weights (sum mode
+    only) half the time, in weight's dtype; padding_idx -1 (none) or a row. Steered around eager's
+    quirks (see the op spec's notes): bfloat16 sums, and sums or means of 0-wide rows in the
+    fast-path dtypes, always get a padding_idx (a row, present in the indices or not).
+    """
+    weight = Tensor(draw(arrays(dtype, tuple(draw(shapes(2, 2))), spec.domain)), role="parameter")
+    num, dim = weight.value.shape
+    mode = attr(draw, spec, "mode")
+    last = attr(draw, spec, "include_last_offset")
+    count = draw(st.integers(0, 12)) if num else 0
+    index_dtype = _index_dtype(draw, spec)
+    indices = index_tensor(draw, spec, (count,), 0, num) if count else Tensor(np.zeros(0, index_dtype))
+    indices = Tensor(indices.value.astype(index_dtype))
+    bags = draw(st.integers(1 if count else 0, 5))
+    cuts = sorted(draw(st.lists(st.integers(0, count), min_size=max(bags - 1, 0), max_size=max(bags - 1, 0))))
+    starts = [0, *cuts] if bags else []
+    offsets = Tensor(np.array(starts + [count] if last else starts, dtype=index_dtype))
+    weights = None
+    if mode == 0 and draw(st.booleans()):
+        weights = Tensor(draw(arrays(dtype, (count,), spec.domain)))
+    fast_path = dtype != "float64" and mode in (0, 1)
+    needs_padding = (dtype == "bfloat16" and mode == 0) or (dim == 0 and fast_path)
+    padding = draw(st.integers(0 if needs_padding else -1, num - 1)) if num else -1
+    flags = (draw(st.booleans()), draw(st.booleans()))  # scale_grad_by_freq, sparse: gradients only
+    return Call(op, (weight, indices, offsets, flags[0], mode, flags[1], weights, last, padding))

@@ -1,4 +1,4 @@
-"""Signatures of matrix products: mm, bmm, addmm, baddbmm, linear, dot."""
+"""Signatures of matrix products (mm, bmm, addmm, baddbmm, linear, dot) and distances (cdist, pdist)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from conformance.api.scalar_type import is_floating
 
 from . import Call, Tensor, attr, directed, param, signature
+from .shapes import shapes
 from .values import arrays
 
 LAYOUTS = ("mm", "bmm", "addmm", "baddbmm", "linear", "dot")
@@ -61,3 +62,44 @@ def matmul(draw, spec, dtype, op):
         return Call(op, (tensor(self_shape), tensor((m, k)), tensor((k, n))), kwargs)
     self_shape = draw(st.sampled_from([(b, m, n), (m, n), (1, 1, n), (b, 1, n), ()]))
     return Call(op, (tensor(self_shape), tensor((b, m, k)), tensor((b, k, n))), kwargs)
+
+
+def _mm_path(p: float, mode, rows: int, cols: int) -> bool:
+    """Whether _cdist_forward takes its matrix-product path (_euclidean_dist): p = 2 with compute_mode
+    1, or compute_mode None/0 and more than 25 rows in either operand (Distance.cpp)."""
+    return p == 2 and (mode == 1 or (mode in (None, 0) and (rows > 25 or cols > 25)))
+
+
+@signature("cdist")
+def cdist(draw, spec, dtype, op):
+    """_cdist_forward(x1, x2, p, compute_mode): x1 (*B1, P, M), x2 (*B2, R, M) with batch dims that
+    broadcast (x2's may be missing or 1), P, R in 0-6 and M as x1's shape gives it (the edge set's
+    large and real-world shapes included).
+
+    attrs: ``p`` and ``compute_mode`` (``params.optional`` leaves it None). Never the matrix-product
+    path (p = 2 with compute_mode 1, or None/0 past 25 rows): a different formula whose cancellation
+    error near zero distances no reference can bound (see the op spec's notes); where a draw would
+    take it, p = 2 keeps compute_mode 2.
+    """
+    x1_shape = tuple(draw(shapes(2, param(spec, "max_rank", 4))))
+    *batch, rows, m = x1_shape
+    keep = draw(st.integers(0, len(batch)))
+    batch2 = [1 if draw(st.integers(0, 2)) == 0 else n for n in batch[len(batch) - keep:]]
+    cols = draw(st.integers(0, 6))
+    optional = "compute_mode" in param(spec, "optional", ())
+    mode = None if optional and draw(st.booleans()) else attr(draw, spec, "compute_mode")
+    p = attr(draw, spec, "p")
+    if _mm_path(p, mode, rows, cols):
+        mode = 2
+    x1 = Tensor(draw(arrays(dtype, x1_shape, spec.domain)))
+    x2 = Tensor(draw(arrays(dtype, (*batch2, cols, m), spec.domain)))
+    return Call(op, (x1, x2, float(p), mode))
+
+
+@signature("pdist")
+def pdist(draw, spec, dtype, op):
+    """_pdist_forward(self, p): self (N, M) of any drawn 2-d shape (the edge set's included); p from
+    attrs.p, left out (the default, 2) when it is 2 half of the time."""
+    x = Tensor(draw(arrays(dtype, tuple(draw(shapes(2, 2))), spec.domain)))
+    p = float(attr(draw, spec, "p"))
+    return Call(op, (x,) if p == 2 and draw(st.booleans()) else (x, p))

@@ -1,4 +1,4 @@
-"""Signatures of normalization ops: batch norm (inference), layer norm, group norm."""
+"""Signatures of normalization ops: batch norm (inference and training), layer norm, group norm."""
 
 from __future__ import annotations
 
@@ -25,25 +25,36 @@ def _side(spec):
 
 @signature("batch_norm")
 def batch_norm(draw, spec, dtype, op):
-    """_native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var, momentum, eps).
+    """Batch norm: _native_batch_norm_legit_no_training(input, weight, bias, running_mean,
+    running_var, momentum, eps), _native_batch_norm_legit(input, weight, bias, running_mean,
+    running_var, training, momentum, eps) or its no_stats overload (no running statistics).
 
     input (N, C, *spatial) of rank 2 to ``max_rank`` (default 5); weight and bias
-    are optional parameters, running_mean and running_var parameters
-    (running_var the absolute values of its domain: a variance). params:
+    are optional parameters; running_mean and running_var (running_var the absolute
+    values of its domain: a variance) are parameters, or program inputs with
+    ``running_stats = "input"`` (an op that updates them in place: the program returns
+    their new values), or absent with ``running_stats = "none"``. params:
     ``max_channels`` (default 8), ``max_side`` (default 6), ``stats_domain``
     (default: the op's domain) for the running statistics.
-    attrs: ``momentum`` (unused by inference), ``eps``.
+    attrs: ``training`` (where the schema has it), ``momentum``, ``eps``.
     """
     rank = draw(st.integers(2, param(spec, "max_rank", 5)))
     channels = draw(st.integers(1, param(spec, "max_channels", 8)))
     shape = (draw(st.integers(1, 2)), channels) + tuple(draw(_side(spec)) for _ in range(rank - 2))
     stats_domain = param(spec, "stats_domain", spec.domain)
+    stats = param(spec, "running_stats", "parameter")
     x = Tensor(draw(arrays(dtype, shape, spec.domain)))
     weight = _optional_parameter(draw, dtype, (channels,), spec.domain)
     bias = _optional_parameter(draw, dtype, (channels,), spec.domain)
-    mean = Tensor(draw(arrays(dtype, (channels,), stats_domain)), "parameter")
-    var = Tensor(np.abs(draw(arrays(dtype, (channels,), stats_domain))), "parameter")
-    return Call(op, (x, weight, bias, mean, var, attr(draw, spec, "momentum", 0.1), attr(draw, spec, "eps")))
+    args = [x, weight, bias]
+    if stats != "none":
+        role = "input" if stats == "input" else "parameter"
+        mean = Tensor(draw(arrays(dtype, (channels,), stats_domain)), role)
+        var = Tensor(np.abs(draw(arrays(dtype, (channels,), stats_domain))), role)
+        args += [mean, var]
+    if "training" in spec.attrs:
+        args.append(attr(draw, spec, "training"))
+    return Call(op, (*args, attr(draw, spec, "momentum", 0.1), attr(draw, spec, "eps")))
 
 
 @signature("layer_norm")

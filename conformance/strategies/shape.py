@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from hypothesis import strategies as st
 
-from conformance.api.scalar_type import is_integral
+from conformance.api.scalar_type import component_dtype, is_integral
 
 from . import Call, Tensor, attr, directed, param, signature
 from .elementwise import other_dtype
@@ -31,12 +32,13 @@ def spell(draw, dim: int, rank: int) -> int:
 
 
 def scalar_of(draw, dtype: str, domain: str):
-    """A Python scalar that converts to ``dtype`` without overflow (fill and pad values)."""
+    """A Python scalar that converts to ``dtype`` without overflow (fill and pad values); a real one for
+    complex dtypes (an exported program's Scalar arguments have no complex spelling in ExecuTorch)."""
     if dtype == "bool":
         return draw(st.booleans())
     if is_integral(dtype):
         return draw(elements(dtype, "any_finite"))
-    return draw(elements(dtype, domain))
+    return draw(elements(component_dtype(dtype), domain))
 
 
 def _shape(draw, spec, min_rank=0, max_rank=None, min_side=0) -> tuple[int, ...]:
@@ -312,3 +314,53 @@ def pixel_shuffle(draw, spec, dtype, op):
         shape = (*batch, channels * factor * factor, height, width)
     return Call(op, (tensor(draw, spec, dtype, shape), factor))
 
+
+@signature("copy")
+def copy(draw, spec, dtype, op):
+    """copy(self, src): self in ``dtype``; src broadcasts to self's shape (fewer,
+    size-1 or 0-d dims: self takes the broadcast shape of the two drawn shapes) and is in ``dtype``
+    or another of the op's dtypes (a conversion). A float src copied into an integer self holds values
+    that truncate into its range (others are undefined behaviour in C++, as for _to_copy)."""
+    from conformance.api.scalar_type import is_floating
+
+    from .elementwise import _convertible_floats
+    from .shapes import broadcast_shapes
+
+    a, b = draw(broadcast_shapes(2, 0, param(spec, "max_rank", 4)))
+    self_shape = tuple(int(n) for n in np.broadcast_shapes(a, b))
+    src_dtype = other_dtype(draw, spec, dtype, ONE_IN_FOUR)
+    if is_floating(src_dtype) and is_integral(dtype):
+        src = Tensor(draw(_convertible_floats(src_dtype, dtype, b)))
+    else:
+        src = tensor(draw, spec, src_dtype, b)
+    return Call(op, (tensor(draw, spec, dtype, self_shape), src))
+
+
+@signature("as_strided")
+def as_strided(draw, spec, dtype, op):
+    """as_strided(self, size, stride[, storage_offset]) of a contiguous self (any drawn shape): a view
+    of rank 0-4 with sides 0-4 and strides 0-5 (broadcasting, overlapping, skipping and transposed
+    views), and an offset; sides are cut so the view stays within self's elements (ATen refuses a
+    view past the storage). storage_offset is left out (None: self's own offset, 0) a third of the time."""
+    shape = _shape(draw, spec)
+    numel = math.prod(shape)
+    rank = draw(st.integers(0, 4))
+    size = [draw(st.integers(0, 4)) for _ in range(rank)]
+    stride = [draw(st.sampled_from([0, 1, 1, 2, 3, 5])) for _ in range(rank)]
+    if numel == 0:
+        if rank:
+            size[draw(st.integers(0, rank - 1))] = 0  # an empty storage holds only empty views
+        else:
+            rank, size, stride = 1, [0], [1]
+        offset = 0
+    else:
+        budget = numel - 1
+        for k in range(rank):
+            if stride[k]:
+                size[k] = min(size[k], budget // stride[k] + 1)
+                budget -= max(size[k] - 1, 0) * stride[k]
+        offset = draw(st.integers(0, budget)) if 0 not in size else draw(st.integers(0, numel))
+    args = (tensor(draw, spec, dtype, shape), size, stride)
+    if offset == 0 and draw(st.integers(0, 2)) == 0:
+        return Call(op, args)
+    return Call(op, (*args, offset))

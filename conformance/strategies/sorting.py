@@ -165,7 +165,7 @@ def fill_distinct(rng: np.random.Generator, dtype: str, shape: tuple[int, ...], 
             pick = rng.integers(0, 2, size=(count, 1)).astype(bool)
         rows = pick
     else:
-        carrier = np.float64 if is_floating(dtype) else np.int64
+        carrier = np.float64 if is_floating(dtype) else np.uint64 if dtype == "uint64" else np.int64
         rows = fill_spread(rng, dtype, (count, n), domain, mix).astype(carrier)
         if count and n:
             if mix in ("typical+edges", "everything"):

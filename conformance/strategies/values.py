@@ -5,10 +5,14 @@ same name means the natural thing for each dtype (for integers ``small`` is
 [-8, 8] clipped to the dtype). Floating domains with specials mix NaN, +-Inf and
 -0.0 into otherwise arbitrary finite values of every magnitude; every float domain also
 mixes in LANDMARKS (ties, small integers, large logits) where they fall inside it.
+float8_e4m3fn has no infinities: its domains with specials hold NaN and -0.0 only.
+Complex values draw their real and imaginary parts each from the domain in the parts'
+dtype (float32 for complex64), independently: "positive" is the open first quadrant.
 """
 
 from __future__ import annotations
 
+import cmath
 import functools
 import math
 from dataclasses import dataclass
@@ -17,7 +21,7 @@ import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.api.scalar_type import is_floating, numpy_dtype
+from conformance.api.scalar_type import component_dtype, is_complex, is_floating, numpy_dtype
 
 SPECIALS = (math.nan, math.inf, -math.inf, -0.0, 0.0)
 LANDMARKS = (0.5, -0.5, 1.5, -2.5, 2.5, 1.0, -1.0, 3.0, 100.0, -100.0, 4096.0)
@@ -29,7 +33,17 @@ _FLOAT_INFO = {
     "bfloat16": (32, float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)),
     "float32": (32, float(np.finfo(np.float32).max)),
     "float64": (64, float(np.finfo(np.float64).max)),
+    # drawn as float16 and rounded (elements()); their own largest finite values bound the domains
+    "float8_e4m3fn": (16, float(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).max)),
+    "float8_e5m2": (16, float(ml_dtypes.finfo(ml_dtypes.float8_e5m2).max)),
 }
+_NARROW = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+"""ml_dtypes' floats: drawn in a wider IEEE type and rounded into them."""
+
+
+def has_infinities(dtype: str) -> bool:
+    """float8_e4m3fn spends its infinity encodings on finite values (the "fn": finite, NaN)."""
+    return dtype != "float8_e4m3fn"
 
 
 def _float_elements(dtype: str, domain: str, subnormal: bool) -> st.SearchStrategy[float]:
@@ -46,7 +60,7 @@ def _float_elements(dtype: str, domain: str, subnormal: bool) -> st.SearchStrate
         ]
         return drawn | st.sampled_from(marks) if marks else drawn
 
-    specials = st.sampled_from(SPECIALS)
+    specials = st.sampled_from(SPECIALS if has_infinities(dtype) else (math.nan, -0.0, 0.0))
     table = {
         "any_finite": floats(),
         # floats() is two branches (any value, landmarks): specials twice keeps them at one draw in two
@@ -90,21 +104,33 @@ def _int_bounds(dtype: str, domain: str) -> tuple[int, int, bool]:
     return max(low, lo), min(high, hi), exclude_zero
 
 
+PYTHON_INT_MAX = 2**63 - 1
+"""The largest Python int argument: an exported program carries it as an int64 (a SymInt or Scalar;
+ExecuTorch's EValue Int), so uint64 scalars stay below 2**63 (tensors hold the whole range)."""
+
+
 @functools.cache
 def elements(dtype: str, domain: str, *, subnormal: bool = True) -> st.SearchStrategy:
-    """Python scalars of ``domain`` that ``dtype`` represents exactly (``subnormal``: allow denormals).
+    """Python scalars of ``domain`` that ``dtype`` represents exactly (``subnormal``: allow denormals;
+    integers up to PYTHON_INT_MAX).
 
     Built once per process (strategies are immutable; hypothesis validates each new one on its
     first draw, which cost more than the draw)."""
     if dtype == "bool":
         return st.booleans() if domain not in ("positive", "ge_one") else st.just(True)
+    if is_complex(dtype):
+        part = elements(component_dtype(dtype), domain, subnormal=subnormal)
+        return st.builds(complex, part, part)
     if is_floating(dtype):
         base = _float_elements(dtype, domain, subnormal)
-        if dtype == "bfloat16":  # round through bfloat16 so the value is representable
-            base = base.map(lambda v: float(np.float32(v).astype(ml_dtypes.bfloat16)))
+        if dtype in _NARROW:  # round into the dtype so the value is representable, and still in the domain
+            np_dtype, bounds = numpy_dtype(dtype), _float_bounds(dtype, domain)
+            base = base.map(lambda v: float(np.float32(v).astype(np_dtype)))
+            if dtype != "bfloat16":  # bfloat16 has float32's range: rounding keeps every domain
+                base = base.filter(lambda v: bool(bounds.admits(np.asarray([v]))[0]))
         return base
     lo, hi, exclude_zero = _int_bounds(dtype, domain)
-    ints = st.integers(lo, hi)
+    ints = st.integers(lo, min(hi, PYTHON_INT_MAX))
     return ints.filter(lambda v: v != 0) if exclude_zero else ints
 
 
@@ -160,7 +186,38 @@ def _float_bounds(dtype: str, domain: str) -> _Bounds:
 
 
 def _finfo(dtype: str):
-    return ml_dtypes.finfo(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.finfo(numpy_dtype(dtype))
+    return ml_dtypes.finfo(numpy_dtype(dtype)) if dtype in _NARROW else np.finfo(numpy_dtype(dtype))
+
+
+_COMPLEX_SPECIALS = (
+    (math.nan, 0.0), (0.0, math.nan), (math.nan, math.nan), (math.inf, 0.0), (0.0, math.inf),
+    (-math.inf, 0.0), (0.0, -math.inf), (math.inf, math.inf), (-math.inf, -math.inf), (math.inf, -math.inf),
+    (-math.inf, math.inf), (math.inf, math.nan), (math.nan, -math.inf), (-0.0, 0.0), (0.0, -0.0),
+    (-1.0, 0.0), (-1.0, -0.0),
+)  # fmt: skip
+"""Where complex kernels break: NaN or an infinity in either part (C99 Annex G gives e.g. exp(-inf + i nan)
+= 0; a kernel that computes through |z| or a real formula gets NaN), the signs of a zero's parts, and
+the negative real axis from either side (the branch cut of log and sqrt)."""
+_COMPLEX_EDGES_MAX = 40
+"""At most shapes.EDGE_SIDE edge values, so that every one appears in an edge-values tensor."""
+
+
+def _complex_edges(dtype: str, domain: str) -> tuple:
+    """Complex edge values: the specials the domain admits in both parts, then the parts' finite edge
+    values paired with each other (each a real part and, half the list on, an imaginary part), up
+    to _COMPLEX_EDGES_MAX."""
+    part = component_dtype(dtype)
+    bounds = _float_bounds(part, domain)
+    finite = [v for v in edge_values(part, domain) if math.isfinite(v)]
+    n = len(finite)
+    out: list[complex] = []
+    seen: set[tuple] = set()
+    for re, im in (*_COMPLEX_SPECIALS, *((v, finite[(i + n // 2) % n]) for i, v in enumerate(finite))):
+        key = tuple(("nan",) if v != v else (v, math.copysign(1.0, v)) for v in (re, im))
+        if len(out) < _COMPLEX_EDGES_MAX and key not in seen and bool(bounds.admits(np.asarray([re, im])).all()):
+            seen.add(key)
+            out.append(complex(re, im))
+    return tuple(out)
 
 
 @functools.cache
@@ -175,9 +232,16 @@ def edge_values(dtype: str, domain: str) -> tuple:
     """
     if dtype == "bool":
         return (False, True) if domain not in ("positive", "ge_one") else (True,)
+    if is_complex(dtype):
+        return _complex_edges(dtype, domain)
     if not is_floating(dtype):
         lo, hi, exclude_zero = _int_bounds(dtype, domain)
         cands = [lo, hi, 0, 1, -1, 2, -2, lo + 1, hi - 1, 7, -7, 100, -100]
+        if dtype in ("uint16", "uint32", "uint64"):
+            # the top bit set: a kernel that computes in the signed type of the same width (or in
+            # int64, for uint64) turns these negative
+            top = (hi + 1) // 2
+            cands += [top, top - 1, top + 1]
         out = []
         for v in cands:
             if lo <= v <= hi and not (exclude_zero and v == 0) and v not in out:
@@ -209,7 +273,7 @@ def edge_values(dtype: str, domain: str) -> tuple:
 
 
 def _safe_value(dtype: str, domain: str):
-    values = [v for v in edge_values(dtype, domain) if not (isinstance(v, float) and (v != v or math.isinf(v)))]
+    values = [v for v in edge_values(dtype, domain) if not (isinstance(v, (float, complex)) and not cmath.isfinite(v))]
     for v in (1.5, 0.5, 1, 2, 100, True):
         if v in values:
             return v
@@ -221,7 +285,8 @@ def fill_edges(dtype: str, shape: tuple[int, ...], domain: str, offset: int = 0)
     values = edge_values(dtype, domain)
     n = math.prod(shape)
     picked = [values[(offset + i) % len(values)] for i in range(n)]
-    return _as_dtype(np.asarray(picked, dtype=np.float64 if is_floating(dtype) else object), dtype).reshape(shape)
+    carrier = np.complex128 if is_complex(dtype) else np.float64 if is_floating(dtype) else object
+    return _as_dtype(np.asarray(picked, dtype=carrier), dtype).reshape(shape)
 
 
 def fill_spread(rng: np.random.Generator, dtype: str, shape: tuple[int, ...], domain: str, mix: str = "everything") -> np.ndarray:
@@ -238,14 +303,21 @@ def fill_spread(rng: np.random.Generator, dtype: str, shape: tuple[int, ...], do
         if domain in ("positive", "ge_one"):
             return np.ones(shape, dtype=bool)
         return rng.integers(0, 2, size=shape).astype(bool)
+    if is_complex(dtype):
+        part = component_dtype(dtype)  # both parts drawn alike, independently
+        re, im = fill_spread(rng, part, shape, domain, mix), fill_spread(rng, part, shape, domain, mix)
+        out = np.empty(shape, numpy_dtype(dtype))
+        out.real, out.imag = re, im
+        return out
     if not is_floating(dtype):
         lo, hi, exclude_zero = _int_bounds(dtype, domain)
-        small = rng.integers(max(lo, -10), min(hi, 10) + 1, size=n, dtype=np.int64)
+        carrier = np.uint64 if hi >= 2**63 else np.int64  # uint64's upper half does not fit in int64
+        small = rng.integers(max(lo, -10), min(hi, 10) + 1, size=n, dtype=np.int64).astype(carrier)
         if mix == "typical":
             out = small
         else:
-            wide = _uniform_ints(rng, lo, hi, n)
-            edges = np.asarray(edge_values(dtype, domain), dtype=np.int64)
+            wide = _uniform_ints(rng, lo, hi, n).astype(carrier, copy=False)
+            edges = np.asarray(edge_values(dtype, domain), dtype=carrier)
             which = rng.integers(0, 3, size=n)
             out = np.where(which == 0, small, np.where(which == 1, wide, edges[rng.integers(0, len(edges), size=n)]))
         out = out.astype(numpy_dtype(dtype))
@@ -276,6 +348,8 @@ def fill_spread(rng: np.random.Generator, dtype: str, shape: tuple[int, ...], do
 def _uniform_ints(rng: np.random.Generator, lo: int, hi: int, n: int) -> np.ndarray:
     if hi - lo < 2**63:
         return rng.integers(lo, hi, size=n, endpoint=True, dtype=np.int64)
+    if lo >= 0:
+        return rng.integers(lo, hi, size=n, endpoint=True, dtype=np.uint64)
     return rng.integers(0, 2**64 - 1, size=n, endpoint=True, dtype=np.uint64).view(np.int64)  # all of int64
 
 
@@ -284,6 +358,8 @@ def _as_dtype(values: np.ndarray, dtype: str) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         if dtype == "bfloat16":
             return np.asarray(values, dtype=np.float64).astype(np.float32).astype(np_dtype)
+        if is_complex(dtype):
+            return np.asarray(values, dtype=np.complex128).astype(np_dtype)
         return np.asarray(values).astype(np_dtype)
 
 
@@ -338,25 +414,30 @@ def _seed_and_mix() -> st.SearchStrategy[tuple[int, str]]:
 def scalars(dtype: str, domain: str) -> st.SearchStrategy:
     """A Python scalar (bool, int or float) of ``dtype``'s category from ``domain``.
 
+    A complex dtype takes a real float scalar of its parts' dtype: a complex Python scalar has no
+    spelling in an exported program's arguments that every backend reads, and a real one meets the
+    complex tensor through type promotion all the same.
+
     Under an edge-values directive, round 0 takes an ordinary value and later rounds a special
     (NaN, an infinity, -0.0 or the smallest subnormal, whichever the domain admits first).
     """
     from . import directed
 
+    floating = is_floating(dtype) or is_complex(dtype)
+    category = ("float64" if component_dtype(dtype) == "float64" else "float32") if floating else dtype
     state = directed.active()
     if state is not None and state.directive.values == "edges":
         state.consumed.add("scalar")
-        category = ("float64" if dtype == "float64" else "float32") if is_floating(dtype) else dtype
         if state.directive.round == 0:
             value = _safe_value(category, domain)
         else:
-            edges = edge_values(category, domain)
+            edges = [v for v in edge_values(category, domain) if floating or v <= PYTHON_INT_MAX]
             value = edges[(state.directive.round - 1) % len(edges)]
         if dtype == "bool":
             return st.just(bool(value))
-        return st.just(float(value) if is_floating(dtype) else int(value))
+        return st.just(float(value) if floating else int(value))
     if dtype == "bool":
         return elements("bool", domain)
-    if is_floating(dtype):
-        return elements("float64" if dtype == "float64" else "float32", domain)
+    if floating:
+        return elements(category, domain)
     return elements(dtype, domain).map(int)

@@ -13,10 +13,12 @@ from ._dtypes import (
     as_array,
     bfloat16,
     cast,
+    complex_multiply,
     float16,
     float32,
     float_result,
     is_bool,
+    is_complex,
     is_float,
     is_int,
     opmath,
@@ -66,6 +68,10 @@ def _add_scaled(self, other, alpha, dtype):
     if is_bool(dtype):
         return _operands(dtype, self)[0] | (_operands(dtype, other)[0] & bool(alpha))
     a, b = _operands(dtype, self, other)
+    if is_complex(dtype):
+        # alpha * other is a complex product even for alpha = 1 (Vectorized<c10::complex>): an
+        # infinite part of other gives NaN in the other part, (inf + 0i) + 0 is inf + NaN i
+        return np.add(a, complex_multiply(_scalar(alpha, dtype), b))
     if alpha == 1:
         return cast(a + b, dtype)
     alpha = _scalar(alpha, dtype)
@@ -105,6 +111,8 @@ def mul(self, other):
     a, b = _arith_operands(dtype, self, other)
     if is_bool(dtype):
         return a & b
+    if is_complex(dtype):
+        return complex_multiply(a, b)
     return cast(a * b, dtype)
 
 
@@ -237,6 +245,23 @@ def atan2(self, other):
     dtype = float_result(result_type(self, other))
     a, b = _operands(dtype, self, other)
     return cast(np.arctan2(a, b), dtype)
+
+
+@kernel("aten.atan2.out")
+def atan2_out(self, other, *, out):
+    """atan2 into ``out``: computed as atan2.default does, in the operands' promoted float dtype
+    (integers and bool in float32), then converted to out's dtype (TensorIterator's
+    cast_common_dtype_to_outputs: float32 operands written to a float64 out keep float32's
+    precision). out gives only its dtype, which must be floating (ATen refuses to cast a float
+    result into an integer or bool out); ATen resizes it to the broadcast shape. float64 reaches the
+    half types through float32, as c10::Half and c10::BFloat16 are built from float."""
+    result = atan2(self, other)
+    target = np.asarray(out).dtype
+    if not is_float(target):
+        raise TypeError(f"result type {result.dtype} can't be cast to the desired output type {target}")
+    if target in (float16, bfloat16) and result.dtype not in (float16, bfloat16, float32):
+        result = result.astype(float32)
+    return cast(result, target)
 
 
 @kernel("aten.hypot.default")

@@ -1,4 +1,4 @@
-"""Tensor creation: full, full_like, scalar_tensor, arange.
+"""Tensor creation: full, full_like, fill, scalar_tensor, arange; empty, empty_strided, resize_ (values undefined).
 
 These ops take Python scalars, so the whole semantics is ATen's conversion of a
 ``Scalar`` to the result dtype (``Scalar::to<T>``, c10/core/Scalar.h, which calls
@@ -14,7 +14,23 @@ import math
 import ml_dtypes
 import numpy as np
 
-from ._dtypes import DEFAULT_FLOAT, bfloat16, bool_, float16, float32, float64, int64, is_bool, is_float, is_int
+from ._dtypes import (
+    DEFAULT_FLOAT,
+    bfloat16,
+    bool_,
+    complex_from,
+    float8_e4m3fn,
+    float8_e5m2,
+    float16,
+    float32,
+    float64,
+    int64,
+    is_bool,
+    is_complex,
+    is_float,
+    is_int,
+    real_of,
+)
 from ._registry import kernel
 
 # numeric_limits<T>::max() of each floating type, the bound of checked_convert.
@@ -23,7 +39,11 @@ _FLOAT_MAX = {
     bfloat16: float(ml_dtypes.finfo(ml_dtypes.bfloat16).max),
     float32: float(np.finfo(np.float32).max),
     float64: math.inf,
+    float8_e4m3fn: float(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).max),
+    float8_e5m2: float(ml_dtypes.finfo(ml_dtypes.float8_e5m2).max),
 }
+_VIA_FLOAT32 = (float16, bfloat16, float8_e4m3fn, float8_e5m2)
+"""c10::Half, BFloat16 and the Float8 types are built from a float: a double rounds twice."""
 
 
 def _overflow(value, dtype: np.dtype, what: str) -> ValueError:
@@ -49,6 +69,11 @@ def scalar_to(value, dtype, what: str = "scalar") -> np.ndarray:
     dtype = np.dtype(dtype)
     if isinstance(value, np.generic):
         value = value.item()
+    if is_complex(dtype):  # c10::complex<T> from a Scalar: each part checked and converted like a T
+        parts = (value.real, value.imag) if isinstance(value, complex) else (value, 0.0)
+        return complex_from(*(scalar_to(p, real_of(dtype), what) for p in parts), dtype)
+    if isinstance(value, complex):
+        raise TypeError(f"{what}: a complex value for a {dtype} tensor")
     if is_bool(dtype):
         return np.array(value != 0, dtype=bool_)
     if isinstance(value, bool):
@@ -69,12 +94,12 @@ def scalar_to(value, dtype, what: str = "scalar") -> np.ndarray:
     if isinstance(value, int):
         if abs(value) > limit or not -(2**63) <= value < 2**63:
             raise _overflow(value, dtype, what)
-        wide = np.array(value, dtype=int64).astype(float32 if dtype in (float16, bfloat16) else dtype)
+        wide = np.array(value, dtype=int64).astype(float32 if dtype in _VIA_FLOAT32 else dtype)
         return wide.astype(dtype)
     value = float(value)
     if math.isfinite(value) and abs(value) > limit:
         raise _overflow(value, dtype, what)
-    if dtype in (float16, bfloat16):
+    if dtype in _VIA_FLOAT32:
         return np.array(value, dtype=float64).astype(float32).astype(dtype)
     return np.array(value, dtype=float64).astype(dtype)
 
@@ -105,6 +130,13 @@ def full(size, fill_value, *, dtype=None):
 def full_like(self, fill_value, *, dtype=None):
     dtype = np.dtype(dtype) if dtype is not None else self.dtype
     return np.full(self.shape, scalar_to(fill_value, dtype, "full_like"), dtype=dtype)
+
+
+@kernel("aten.fill.Scalar")
+def fill(self, value):
+    """The functional ``self.fill_(value)``: self's shape and dtype, every element the value converted
+    like Scalar::to<T> (Fill.cpp fill_out; the same conversion as full_like)."""
+    return np.full(self.shape, scalar_to(value, self.dtype, "fill"), dtype=self.dtype)
 
 
 @kernel("aten.scalar_tensor.default")
@@ -179,3 +211,36 @@ def arange_start(start, end, *, dtype=None):
 @kernel("aten.arange.default")
 def arange(end, *, dtype=None):
     return arange_start_step(0, end, 1, dtype=dtype)
+
+
+# -- ops whose values are undefined ----------------------------------------------------------
+
+
+@kernel("aten.empty.memory_format")
+def empty(size, *, dtype=None):
+    """Uninitialized memory, as ATen's: only the shape and dtype are defined (the layout a
+    memory_format asks for is in the program's strides; outputs are read logically)."""
+    return np.empty(_check_size(size), dtype=np.dtype(dtype) if dtype is not None else DEFAULT_FLOAT)
+
+
+@kernel("aten.empty_strided.default")
+def empty_strided(size, stride, *, dtype=None):
+    """empty with the given strides: uninitialized, and the strides say only where the elements
+    live, which a logically read output does not show."""
+    size = _check_size(size)
+    if len(tuple(stride)) != len(size):
+        raise ValueError(f"mismatch in length of strides and shape: {list(stride)} for {list(size)}")
+    return np.empty(size, dtype=np.dtype(dtype) if dtype is not None else DEFAULT_FLOAT)
+
+
+@kernel("aten.resize_.default")
+def resize_(self, size):
+    """``self`` resized to ``size`` (TensorResize.cpp): its elements in flattened order fill the new
+    shape as far as they go; the rest is grown storage, uninitialized. A program's resize_ returns
+    the resized tensor (torch.export keeps the node and declares no input mutation), so the
+    reference returns a new array and leaves ``self`` as it was."""
+    size = _check_size(size)
+    out = np.empty(size, dtype=self.dtype)
+    kept = min(out.size, self.size)
+    out.reshape(-1)[:kept] = np.asarray(self).reshape(-1)[:kept]
+    return out

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._dtypes import bfloat16, bool_, float16, float32, is_bool, is_float, is_int, opmath
+from ._dtypes import bfloat16, bool_, float16, float32, float64, is_bool, is_float, is_int, opmath
 from ._registry import kernel
 from .creation import scalar_to
 from .shape import along, normalize_slice, wrap_dim
@@ -326,3 +326,140 @@ def _replace(self, key, src, op: str) -> np.ndarray:
         )
     view[...] = copy_cast(src, self.dtype)
     return out
+
+
+@kernel("aten.nonzero.default")
+def nonzero(self):
+    # (n, ndim) int64 indices of the nonzero elements in row-major order; NaN is nonzero. The row
+    # count is known only once the data is: the program leaves it to run time (a data-dependent
+    # size, which the runtime reports by resizing its output: specs/interface.toml NUM-001).
+    return np.argwhere(self).astype(np.int64, copy=False).reshape(-1 if self.ndim else np.count_nonzero(self), self.ndim)
+
+
+@kernel("aten.masked_scatter.default")
+def masked_scatter(self, mask, source):
+    """self and mask broadcast together; the positions where the mask is true, in row-major order,
+    take source's elements in flattened order (TensorAdvancedIndexing.cpp masked_scatter: expand_outplace,
+    then masked_scatter_ on the copy). The mask must be bool, source of self's dtype with at least as
+    many elements as the mask has true positions."""
+    x, m, src = np.asarray(self), np.asarray(mask), np.asarray(source)
+    if not is_bool(m.dtype):
+        raise TypeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype {m.dtype}")
+    if src.dtype != x.dtype:
+        raise TypeError(f"masked_scatter: expected self and source to have same dtypes but got {x.dtype} and {src.dtype}")
+    shape = np.broadcast_shapes(x.shape, m.shape)
+    out = np.array(np.broadcast_to(x, shape))
+    where = np.broadcast_to(m, shape)
+    count = int(np.count_nonzero(where))
+    if src.size < count:
+        raise ValueError(f"masked_scatter: number of elements of source ({src.size}) < number of ones in mask ({count})")
+    out[where] = src.reshape(-1)[:count]
+    return out
+
+
+_EMBEDDING_BAG_MODES = {0: "sum", 1: "mean", 2: "max"}
+
+
+@kernel("aten._embedding_bag.default")
+def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                   per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+    """Bags of rows of ``weight`` reduced by sum, mean or max (EmbeddingBag.cpp, _embedding_bag_cpu_impl).
+
+    Bag b holds indices[offsets[b]:offsets[b + 1]] (the last bag runs to the end of indices; with
+    include_last_offset the last offset only closes the list, and offset2bag and bag_size still let
+    the last bag run to the end, as ATen's slow path does). Indices equal to padding_idx (>= 0; -1 is
+    none) take no part. Returns (output, offset2bag, bag_size, max_indices), as eager's CPU kernel
+    fills them:
+
+    - output (bags, D): sum (each row scaled by per_sample_weights, sum mode only), mean (the sum
+      rounded to the dtype, divided by max(bag_size, 1) in it) or max (strictly greater replaces, in
+      index order: a NaN first element stays, later NaNs are skipped, the first of equal values
+      wins); an empty bag gives 0. Sums are computed in float64 and rounded once (through float32 for
+      the half types, which eager accumulates in float32; eager sums float32 in index order, within
+      the op spec's tolerance).
+    - offset2bag (N,): the bag of each index; empty (0,) in sum mode on eager's fast path (float32,
+      float16 and bfloat16 without a padding_idx), which skips computing it.
+    - bag_size (bags,): the number of non-padding indices per bag (mean, max); zeros in sum mode.
+    - max_indices: (bags, D) the index chosen by max (0 for an empty bag); in mean mode a copy of
+      bag_size, in sum mode zeros.
+
+    scale_grad_by_freq and sparse only change gradients. Index outputs have the dtype indices and
+    offsets promote to.
+    """
+    w, idx, off = np.asarray(weight), np.asarray(indices), np.asarray(offsets)
+    mode = int(mode)
+    if mode not in _EMBEDDING_BAG_MODES:
+        raise ValueError(f"embedding_bag: mode must be 0 (sum), 1 (mean) or 2 (max), got {mode}")
+    if not is_float(w.dtype) or w.ndim != 2:
+        raise TypeError(f"embedding_bag: weight must be a 2-D floating tensor, got {w.dtype}{list(w.shape)}")
+    if idx.dtype not in _INDEX_DTYPES or off.dtype not in _INDEX_DTYPES:
+        raise TypeError(f"embedding_bag: indices and offsets must be int32 or int64, got {idx.dtype} and {off.dtype}")
+    if idx.ndim != 1 or off.ndim != 1:
+        raise ValueError(f"embedding_bag: indices and offsets must be 1-D here, got ranks {idx.ndim} and {off.ndim}")
+    index_dtype = np.promote_types(idx.dtype, off.dtype)
+    n, (num, dim) = idx.size, w.shape
+    bags = off.size - (1 if include_last_offset else 0)
+    if include_last_offset and off.size < 1:
+        raise ValueError("include_last_offset: number of offset should be at least 1")
+    if off.size and (off[0] != 0 or off[-1] > n):
+        raise ValueError(f"embedding_bag: offsets[0] must be 0 and offsets[-1] at most {n}, got {off[0]} and {off[-1]}")
+    starts = off[:bags].astype(np.int64)
+    if np.any(np.diff(starts) < 0) or (bags == 0 and n):
+        raise ValueError("embedding_bag: offsets must be non-decreasing and hold every index in a bag")
+    _check_bounds(idx, num, "embedding_bag")
+    weights = None
+    if per_sample_weights is not None:
+        weights = np.asarray(per_sample_weights)
+        if mode != 0:
+            raise ValueError("embedding_bag: per_sample_weights only supported with mode='sum'")
+        if weights.dtype != w.dtype or weights.shape != (n,):
+            raise ValueError(f"embedding_bag: per_sample_weights must be {w.dtype}[{n}], got {weights.dtype}{list(weights.shape)}")
+    bag_of = np.searchsorted(starts, np.arange(n), side="right") - 1  # offset2bag
+    valid = idx != padding_idx if padding_idx >= 0 else np.ones(n, bool)
+    counts = np.bincount(bag_of[valid], minlength=bags).astype(np.int64) if bags else np.zeros(0, np.int64)
+    rows = w[idx[valid].astype(np.intp)]
+    where = bag_of[valid]
+    if mode == 2:
+        output, chosen = _bag_max(rows, idx[valid], where, counts, bags, dim, w.dtype)
+    else:
+        total = np.zeros((bags, dim), float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            terms = rows.astype(float64)
+            if weights is not None:
+                terms = terms * weights[valid].astype(float64)[:, None]
+            np.add.at(total, where, terms)
+        output = total.astype(opmath(w.dtype)).astype(w.dtype)
+        if mode == 1:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                divisor = np.maximum(counts, 1).astype(w.dtype).astype(opmath(w.dtype))[:, None]
+                output = (output.astype(opmath(w.dtype)) / divisor).astype(w.dtype)
+    fast_sum = mode == 0 and w.dtype != np.float64 and padding_idx < 0
+    offset2bag = np.zeros(0, index_dtype) if fast_sum else bag_of.astype(index_dtype)
+    bag_size = (counts if mode else np.zeros(bags, np.int64)).astype(index_dtype)
+    max_indices = chosen.astype(index_dtype) if mode == 2 else bag_size.copy()
+    return output, offset2bag, bag_size, max_indices
+
+
+def _bag_max(rows, chosen_index, where, counts, bags: int, dim: int, dtype):
+    """Max mode of _embedding_bag: eager's loop (embedding_bag_cpu_max_out) keeps the first element of a
+    bag and replaces it by every later one that is strictly greater. So a NaN first element stays, later
+    NaNs are never greater, and among equal values (-0.0 and 0.0 too) the first stays: the result is the
+    first element if it is NaN, else the first occurrence of the largest non-NaN value. Empty bags give
+    0 and index 0. Returns (values, the indices of the chosen rows)."""
+    output = np.zeros((bags, dim), dtype)
+    chosen = np.zeros((bags, dim), np.int64)
+    filled = np.flatnonzero(counts)
+    if not filled.size or not dim:
+        return output, chosen
+    seg = np.concatenate([[0], np.cumsum(counts)[:-1]])[filled]  # first row of each non-empty bag
+    with np.errstate(invalid="ignore"):
+        best = np.fmax.reduceat(rows, seg, axis=0)  # NaN only where a bag holds nothing else
+    first = rows[seg]
+    best = np.where(np.isnan(first), first, best)
+    position = np.arange(rows.shape[0])[:, None]
+    bag_rank = np.searchsorted(filled, where)  # the row of ``best`` each element belongs to
+    hit = (rows == best[bag_rank]) | (np.isnan(best[bag_rank]) & (position == seg[bag_rank][:, None]))
+    at = np.minimum.reduceat(np.where(hit, position, rows.shape[0]), seg, axis=0)
+    output[filled] = rows[at, np.arange(dim)]
+    chosen[filled] = np.asarray(chosen_index)[at]
+    return output, chosen

@@ -1,4 +1,4 @@
-"""Matrix products: mm, bmm, addmm, baddbmm, linear, dot.
+"""Matrix products: mm, bmm, addmm, baddbmm, linear, dot; distances: _cdist_forward, _pdist_forward.
 
 Floating point products go to BLAS through ``np.matmul`` in the input dtype
 (float32, float64); half types are multiplied in float32 and rounded once, as
@@ -159,4 +159,109 @@ def dot(self, tensor):
     return cast(_product(self, tensor, dtype), dtype)
 
 
-__all__ = ["addmm", "baddbmm", "bmm", "dot", "linear", "mm"]
+# ---------------------------------------------------------------------------------------------
+# Distances: _cdist_forward, _pdist_forward
+
+
+def _distance_terms(diff: np.ndarray, p: float) -> np.ndarray:
+    """The summands of a p-norm of ``diff`` = |a - b|, each computed in the input dtype as ATen does
+    (so a square that underflows is 0 here too), returned as float64 for the sum:
+    DistanceOpsKernel.cpp's ``map`` of each norm. p = 0 counts the nonzero differences
+    (min(ceil(d), 1); NaN stays NaN); p = 1 and inf take d itself."""
+    dtype = diff.dtype
+    if p == 0:
+        terms = np.where(np.isnan(diff), diff, np.minimum(np.ceil(diff), 1))
+    elif p == 1 or np.isinf(p):
+        terms = diff
+    elif p == 2:
+        terms = diff * diff
+    else:
+        terms = np.power(diff, np.asarray(p, dtype))
+    return terms.astype(float64)
+
+
+def _finish_norm(agg: np.ndarray, p: float, dtype: np.dtype) -> np.ndarray:
+    """``finish`` of each norm on the aggregate, which ATen holds in the input dtype: sqrt for p = 2,
+    std::pow(agg, 1.0 / p) (computed in double: the exponent is a double) for the other finite p > 0."""
+    agg = cast(agg, dtype)
+    if p == 0 or p == 1 or np.isinf(p):
+        return agg
+    if p == 2:
+        return np.sqrt(agg)
+    return cast(np.power(agg.astype(float64), 1.0 / p), dtype)
+
+
+def _check_distance_dtype(name: str, *tensors: np.ndarray) -> np.dtype:
+    dtypes = {t.dtype for t in tensors}
+    if len(dtypes) != 1:
+        raise TypeError(f"{name}: X1 and X2 must have the same dtype, got {sorted(str(d) for d in dtypes)}")
+    dtype = dtypes.pop()
+    if dtype not in (float32, float64):
+        raise TypeError(f"{name} only supports floating-point dtypes float32 and float64, got {dtype}")
+    return dtype
+
+
+@kernel("aten._cdist_forward.default")
+def _cdist_forward(x1, x2, p, compute_mode):
+    """result[..., i, j] = ||x1[..., i, :] - x2[..., j, :]||_p, batch dims broadcast (Distance.cpp
+    _cdist_forward, cdist_impl).
+
+    ATen (DistanceOpsKernel.cpp run_parallel_cdist) folds |a - b| (rounded to the input dtype) through
+    each norm's map and sum (max for p = inf, where std::max(agg, NaN) keeps agg: NaN differences drop
+    out) in the input dtype; the reference sums the same terms in float64 and rounds once, within the
+    op spec's tolerance. For p = 2 with compute_mode 1, or compute_mode None/0 and more than 25 rows
+    in x1 or x2, ATen instead expands ||a||^2 + ||b||^2 - 2 a.b through a matrix product
+    (_euclidean_dist), a different formula: the reference refuses it (the signature never draws it).
+    """
+    dtype = _check_distance_dtype("cdist", x1, x2)
+    if x1.ndim < 2 or x2.ndim < 2:
+        raise ValueError(f"cdist only supports at least 2D tensors, got {x1.ndim}D and {x2.ndim}D")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise ValueError(f"cdist: X1 and X2 must have the same number of columns: {x1.shape[-1]} vs {x2.shape[-1]}")
+    p = float(p)
+    if p < 0 or np.isnan(p):
+        raise ValueError(f"cdist only supports non-negative p values, got {p}")
+    mode = 0 if compute_mode is None else int(compute_mode)
+    if mode not in (0, 1, 2):
+        raise ValueError(f"cdist: compute_mode must be None, 0, 1 or 2, got {compute_mode}")
+    r1, r2 = x1.shape[-2], x2.shape[-2]
+    if p == 2 and (mode == 1 or (mode == 0 and (r1 > 25 or r2 > 25))):
+        raise NotImplementedError("cdist: the matrix-product path for p = 2 (_euclidean_dist) is not computed by the reference")
+    batch = np.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    a = np.broadcast_to(x1, (*batch, *x1.shape[-2:]))[..., :, None, :]
+    b = np.broadcast_to(x2, (*batch, *x2.shape[-2:]))[..., None, :, :]
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(a - b)  # rounded to the input dtype, as ATen computes it
+        terms = _distance_terms(diff, p)
+        if np.isinf(p):
+            agg = np.fmax.reduce(terms, axis=-1, initial=0.0) if terms.shape[-1] else np.zeros(terms.shape[:-1])
+        else:
+            agg = terms.sum(axis=-1)
+        return _finish_norm(agg, p, dtype)
+
+
+@kernel("aten._pdist_forward.default")
+def _pdist_forward(self, p=2.0):
+    """The p-norm distances between the rows of self (N, M): row i against every row j > i, in that
+    order, N (N - 1) / 2 results (Distance.cpp _pdist_forward). ATen's pdist reduces vectors of
+    |a - b| terms (vec::map2_reduce_all): its maximum for p = inf propagates NaN, unlike cdist's. As for
+    cdist, the reference sums in float64 and rounds once."""
+    dtype = _check_distance_dtype("pdist", self)
+    if self.ndim != 2:
+        raise ValueError(f"pdist only supports 2D tensors, got: {self.ndim}D")
+    p = float(p)
+    if p < 0 or np.isnan(p):
+        raise ValueError(f"pdist only supports non-negative p values, got {p}")
+    n = self.shape[0]
+    i, j = np.triu_indices(n, k=1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(self[i] - self[j])
+        terms = _distance_terms(diff, p)
+        if np.isinf(p):
+            agg = np.maximum.reduce(terms, axis=-1, initial=0.0) if terms.shape[-1] else np.zeros(terms.shape[:-1])
+        else:
+            agg = terms.sum(axis=-1)
+        return _finish_norm(agg, p, dtype)
+
+
+__all__ = ["_cdist_forward", "_pdist_forward", "addmm", "baddbmm", "bmm", "dot", "linear", "mm"]

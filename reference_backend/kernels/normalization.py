@@ -1,4 +1,4 @@
-"""Normalization: batch norm (inference), layer norm, group norm.
+"""Normalization: batch norm (inference and training), layer norm, group norm.
 
 Statistics are computed in the compute type (float32 for half types and
 float32, as ATen's opmath): the mean from a float64-accumulated row sum, the
@@ -16,7 +16,9 @@ formulas round differently:
   parameters, else ``x * scale + bias`` with ``scale = rstd * gamma`` and
   ``bias = beta - scale * mean`` per channel;
 * batch norm inference (batch_norm_kernel.cpp): ``x * alpha + beta`` with
-  ``alpha = weight / sqrt(running_var + eps)`` and ``beta = bias - running_mean * alpha``.
+  ``alpha = weight / sqrt(running_var + eps)`` and ``beta = bias - running_mean * alpha``;
+  in training the same with the batch's mean and invstd (``_batch_norm_training``, whose
+  statistics follow Normalization.cpp's own orders, not the two passes above).
 
 The compiled CPU kernels contract ``a * b + c`` into fused multiply-adds, so the
 reference computes those with one rounding (float32 operands multiply exactly
@@ -76,15 +78,136 @@ def _native_batch_norm_legit_no_training(input, weight, bias, running_mean, runn
         if t is not None and t.size != channels:
             raise ValueError(f"batch_norm: {name} must have {channels} elements, got shape {list(t.shape)}")
     compute = opmath(dtype)
-    shape = (1, channels) + (1,) * (input.ndim - 2)
     with np.errstate(all="ignore"):
         # batch_norm_cpu_collect_linear_and_constant_terms: eps is cast to opmath first.
         invstd = compute.type(1) / np.sqrt(running_var.astype(compute) + compute.type(eps))
-        alpha = invstd if weight is None else invstd * weight.astype(compute)
-        beta = fma(-running_mean.astype(compute), alpha, 0.0 if bias is None else bias.astype(compute), compute)
-        out = fma(input, alpha.reshape(shape), beta.reshape(shape), compute)
+        out = _batch_norm_apply(input, weight, bias, running_mean, invstd, compute)
     empty = np.empty((0,), dtype)
     return cast(out, dtype), empty, empty.copy()
+
+
+def _batch_norm_apply(input, weight, bias, mean, invstd, compute: np.dtype, *, fused_beta: bool = True) -> np.ndarray:  # noqa: A002
+    """x * alpha + beta with alpha = invstd * weight and beta = bias - mean * alpha per channel
+    (batch_norm_cpu_collect_linear_and_constant_terms), in ``compute``: the output's multiply-add
+    fused, beta's too unless ``fused_beta`` is false (float16 in training, measured)."""
+    shape = (1, input.shape[1]) + (1,) * (input.ndim - 2)
+    invstd = np.asarray(invstd).astype(compute)
+    alpha = invstd if weight is None else invstd * weight.astype(compute)
+    mean = np.asarray(mean).astype(compute)
+    bias = compute.type(0) if bias is None else bias.astype(compute)
+    beta = fma(-mean, alpha, bias, compute) if fused_beta else (bias - mean * alpha).astype(compute)
+    return fma(input, alpha.reshape(shape), beta.reshape(shape), compute)
+
+
+def _check_batch_norm(input, **params) -> np.dtype:  # noqa: A002
+    dtype = _check_float("batch_norm", input)
+    if input.ndim < 2:
+        raise ValueError(f"batch_norm: expected an input of rank >= 2, got shape {list(input.shape)}")
+    if input.size == 0:
+        raise ValueError(f"batch_norm: input tensor must have at least one element, got shape {list(input.shape)}")
+    for name, t in params.items():
+        if t is not None and t.size != input.shape[1]:
+            raise ValueError(f"batch_norm: {name} must have {input.shape[1]} elements, got shape {list(t.shape)}")
+        if t is not None and t.dtype != dtype:
+            raise TypeError(f"batch_norm: {name} is {t.dtype}, the input {dtype}")
+    return dtype
+
+
+def _channel_rows(input) -> tuple[np.ndarray, int]:  # noqa: A002
+    """Each channel's values in memory order (C, N * spatial), and their count."""
+    rows = np.moveaxis(input, 1, 0).reshape(input.shape[1], -1)
+    return rows, rows.shape[1]
+
+
+def _batch_norm_training(input, weight, bias, running_mean, running_var, momentum, eps):  # noqa: A002
+    """Training batch norm (batch_norm_cpu_update_stats_template, then the transform): normalize
+    by the batch's mean and biased variance (returned as save_mean and save_invstd); update the
+    running statistics in place, when given, with the unbiased variance:
+    new = momentum * batch + (1 - momentum) * old.
+
+    float32 and float64 (batch_norm_cpu_collect_stats_contiguous_impl): the sum in double element
+    by element in memory order (cumsum is sequential), the mean rounded to the dtype, the squares
+    of x - mean (in the dtype) summed in double and rounded: var_sum. invstd = 1 / sqrt(var_sum / n
+    + eps) in double (0 where var and eps are both 0); the running updates multiply in the dtype,
+    the unbiased variance var_sum / (n - 1) (a division in the dtype) times momentum in double.
+
+    The half types differ from each other in torch 2.13 (both measured against eager): float16
+    keeps every statistic in float32 (vectorized float32 sums; float64 here) and rounds only what
+    it returns or stores; bfloat16 keeps them in bfloat16 and computes the running updates and
+    var_sum / n in bfloat16 arithmetic, n itself rounded to bfloat16 (c10's BFloat16 / int64).
+    Both transform the input with the returned, rounded mean and invstd. A single value per
+    channel makes the unbiased variance 0 / 0: the running variance becomes NaN, as in eager."""
+    dtype = _check_batch_norm(input, weight=weight, bias=bias, running_mean=running_mean, running_var=running_var)
+    compute = opmath(dtype)
+    f32 = np.float32
+    rows, n = _channel_rows(input)
+    with np.errstate(all="ignore"):
+        if dtype == float16 or dtype == bfloat16:
+            x = rows.astype(float64)
+            mean = (x.sum(axis=1) / n).astype(f32)
+            if dtype == bfloat16:
+                mean = cast(mean, dtype).astype(f32)
+            d = x - mean.astype(float64)[:, None]
+            var_sum = (d * d).sum(axis=1).astype(f32)
+            if dtype == float16:
+                var = var_sum / f32(n)
+                unbiased = var_sum / f32(n - 1)
+                m = f32(momentum)
+                new_mean = m * mean + (f32(1) - m) * _as(running_mean, f32)
+                new_var = m * unbiased + (f32(1) - m) * _as(running_var, f32)
+            else:
+                def b(v):  # a BFloat16 operation's rounding
+                    return cast(v, dtype).astype(f32)
+
+                var_sum = b(var_sum)
+                var, unbiased = b(var_sum / b(n)), b(var_sum / b(n - 1))
+                m = b(momentum)
+                new_mean = b(b(m * mean) + b(b(f32(1) - m) * _as(running_mean, f32)))
+                new_var = m * unbiased + b(b(f32(1) - m) * _as(running_var, f32))
+            invstd = np.where((var == 0) & (eps == 0), 0, f32(1) / np.sqrt(var + f32(eps))).astype(f32)
+        else:
+            mean = (np.cumsum(rows, axis=1, dtype=float64)[:, -1] / n).astype(dtype)
+            d = rows - mean[:, None]
+            var_sum = np.cumsum(d * d, axis=1, dtype=float64)[:, -1].astype(dtype)
+            var = var_sum / dtype.type(n)
+            invstd = np.where((var == 0) & (eps == 0), 0, 1 / np.sqrt(var.astype(float64) + eps)).astype(dtype)
+            m = dtype.type(momentum)
+            new_mean = m * mean + (dtype.type(1) - m) * _as(running_mean, dtype)
+            unbiased = (var_sum / dtype.type(n - 1)).astype(float64)
+            new_var = np.float64(m) * unbiased + ((dtype.type(1) - m) * _as(running_var, dtype)).astype(float64)
+        if running_mean is not None:
+            running_mean[...] = cast(new_mean, dtype)
+        if running_var is not None:
+            running_var[...] = cast(new_var, dtype)
+        save_mean, save_invstd = cast(mean, dtype), cast(invstd, dtype)
+        # float16's beta = bias - mean * alpha rounds the product (the other dtypes fuse it): a
+        # single value per channel shows it, where x * alpha + beta leaves the rounding residue.
+        out = _batch_norm_apply(input, weight, bias, save_mean, save_invstd, compute, fused_beta=dtype != float16)
+    return cast(out, dtype), save_mean, save_invstd
+
+
+def _as(array, dtype):
+    """``array`` in ``dtype``, or 0 when absent (the update's result is then unused)."""
+    return np.zeros((), dtype) if array is None else array.astype(dtype)
+
+
+@kernel("aten._native_batch_norm_legit.default")
+def _native_batch_norm_legit(input, weight, bias, running_mean, running_var, training, momentum, eps):  # noqa: A002
+    """Batch norm over dim 1 -> (out, save_mean, save_invstd). Training: batch statistics, and
+    running_mean and running_var updated in place (the schema's ``Tensor(a!)``). Inference: the
+    running statistics, left unchanged, and empty save_mean and save_invstd."""
+    if not training:
+        return _native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var, momentum, eps)
+    return _batch_norm_training(input, weight, bias, running_mean, running_var, momentum, eps)
+
+
+@kernel("aten._native_batch_norm_legit.no_stats")
+def _native_batch_norm_legit_no_stats(input, weight, bias, training, momentum, eps):  # noqa: A002
+    """Batch norm over dim 1 with batch statistics and no running statistics -> (out, save_mean,
+    save_invstd). Eager CPU crashes (segfault) with training false: there is nothing to normalize by."""
+    if not training:
+        raise ValueError("batch_norm: running_mean and running_var must be defined in evaluation mode")
+    return _batch_norm_training(input, weight, bias, None, None, momentum, eps)
 
 
 @kernel("aten.native_layer_norm.default")
@@ -172,4 +295,10 @@ def native_group_norm(input, weight, bias, N, C, HxW, group, eps):  # noqa: A002
     )
 
 
-__all__ = ["_native_batch_norm_legit_no_training", "native_group_norm", "native_layer_norm"]
+__all__ = [
+    "_native_batch_norm_legit",
+    "_native_batch_norm_legit_no_stats",
+    "_native_batch_norm_legit_no_training",
+    "native_group_norm",
+    "native_layer_norm",
+]

@@ -1,14 +1,17 @@
-"""Pooling: max (with indices), average and adaptive pooling over 2 or 3 spatial dims.
+"""Pooling: max (with indices), average and adaptive pooling over 1, 2 or 3 spatial dims; col2im.
 
 Every kernel follows ATen's CPU loops exactly (aten/src/ATen/native/cpu/MaxPoolKernel.cpp,
 AvgPoolKernel.cpp, AveragePool3d.cpp, AdaptiveAvgPoolKernel.cpp,
 AdaptiveMaxPoolKernel.cpp), vectorized over all output positions at once: a loop
 runs only over the kernel taps, in ATen's scan order (depth, then height, then
-width), so float sums round exactly as ATen's sequential accumulation does.
+width), so float sums round exactly as ATen's sequential accumulation does. The
+exception is adaptive_avg_pool1d to one output: eager takes a mean there, whose
+cascade order (cpu/SumKernel.cpp) depends on the SIMD width and is not modelled.
 
 Inputs are (N, C, *spatial) or unbatched (C, *spatial); leading dims are
 flattened into one plane axis. Indices of max pooling are flat offsets within
-one input plane (d * H * W + h * W + w), as ATen returns them.
+one input plane (d * H * W + h * W + w), as ATen returns them. The 1d ops are
+ATen's own composites: the 2d op on the input unsqueezed to one row.
 """
 
 from __future__ import annotations
@@ -280,6 +283,34 @@ def avg_pool3d(self, kernel_size, stride=(), padding=(0,), ceil_mode=False, coun
     return _avg_pool(self, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, "avg_pool3d")
 
 
+def _as_2d(x: np.ndarray, op: str) -> np.ndarray:
+    """A 1d-pooling input as the 2d ops take it: unsqueeze(-2), as Pooling.cpp and
+    AdaptiveAveragePooling.cpp do before calling the 2d op (checkDimRange: 2-D or 3-D)."""
+    if x.ndim not in (2, 3):
+        raise ValueError(f"{op}: expected a 2D or 3D input, got shape {list(x.shape)}")
+    return x[..., None, :]
+
+
+def _one(value, name: str, op: str) -> int:
+    """An int[1] attribute (check1d: exactly one element)."""
+    values = [int(value)] if isinstance(value, (int, np.integer)) else [int(v) for v in value]
+    if len(values) != 1:
+        raise ValueError(f"{op}: {name} must have exactly one element, got {values}")
+    return values[0]
+
+
+@kernel("aten.avg_pool1d.default")
+def avg_pool1d(self, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True):
+    # Pooling.cpp: avg_pool2d of the input unsqueezed to one row, window (1, k), stride (1, s),
+    # padding (0, p), no divisor_override; then squeeze(-2).
+    x = _as_2d(np.asarray(self), "avg_pool1d")
+    k = _one(kernel_size, "kernel_size", "avg_pool1d")
+    s = k if not isinstance(stride, (int, np.integer)) and len(stride) == 0 else _one(stride, "stride", "avg_pool1d")
+    p = _one(padding, "padding", "avg_pool1d")
+    out = _avg_pool(x, 2, (1, k), (1, s), (0, p), ceil_mode, count_include_pad, None, "avg_pool1d")
+    return out[..., 0, :]
+
+
 # ---------------------------------------------------------------------------------------------
 # adaptive pooling
 
@@ -375,6 +406,28 @@ def _adaptive_avg_pool3d(self, output_size):
     return _adaptive_avg(self, 3, output_size, "_adaptive_avg_pool3d")
 
 
+@kernel("aten.adaptive_avg_pool1d.default")
+def adaptive_avg_pool1d(self, output_size):
+    # AdaptiveAveragePooling.cpp: adaptive_avg_pool2d of the input unsqueezed to one row, then
+    # squeeze(-2). adaptive_avg_pool2d (not _adaptive_avg_pool2d) turns a (1, 1) output into
+    # input.mean({-1, -2}): a sum in the accumulate type (float32 for half types) in
+    # SumKernel.cpp's cascade order, divided by L, rounded to the dtype.
+    x = _as_2d(np.asarray(self), "adaptive_avg_pool1d")
+    o = _one(output_size, "output_size", "adaptive_avg_pool1d")
+    if o != 1:
+        return _adaptive_avg(x, 2, (1, o), "adaptive_avg_pool1d")[..., 0, :]
+    dtype = x.dtype
+    if not is_float(dtype):
+        raise TypeError(f"adaptive_avg_pool1d: not implemented for {dtype}")
+    _planes(x, 2, "adaptive_avg_pool1d")  # the shape checks of the 2d op
+    acc = opmath(dtype)
+    # The cascade's order depends on the SIMD width, so the sum is taken exactly and rounded once
+    # to the accumulate type (what eager gives whenever its own sum is exact), then divided there.
+    with np.errstate(all="ignore"):  # inf - inf is NaN in eager too
+        total = np.sum(x.astype(np.float64), axis=(-2, -1)).astype(acc)
+        return cast(total / acc.type(x.shape[-1]), dtype)[..., None]
+
+
 def _adaptive_max(self, nd, output_size, op):
     x = np.asarray(self)
     dtype = x.dtype
@@ -414,3 +467,69 @@ def adaptive_max_pool2d(self, output_size):
 @kernel("aten.adaptive_max_pool3d.default")
 def adaptive_max_pool3d(self, output_size):
     return _adaptive_max(self, 3, output_size, "adaptive_max_pool3d")
+
+
+# ---------------------------------------------------------------------------------------------
+# sliding blocks
+
+
+@kernel("aten.col2im.default")
+def col2im(self, output_size, kernel_size, dilation, padding, stride):
+    """Sums the columns of sliding blocks back into an image (nn.Fold).
+
+    aten/src/ATen/native/Col2Im.cpp and im2col.h: the output starts at 0 and each column row
+    c_col = (c, i, j) adds tap (i, j) of every block into the image in the input's own dtype,
+    row by row (c10::Half and BFloat16 round after every addition, bool ORs); taps that land in
+    the padding are dropped. So every output element sums its taps in (i, j) order, which the
+    loop over taps below reproduces, each tap added to all blocks at once.
+    """
+    x = np.asarray(self)
+    dtype = x.dtype
+    if not (is_float(dtype) or dtype == np.bool_):
+        raise TypeError(f'"col2im_out_cpu" not implemented for {dtype}')
+    op = "col2im"
+    h, w = _tuple(output_size, 2, "output_size")
+    kh, kw = _tuple(kernel_size, 2, "kernel_size")
+    dh, dw = _tuple(dilation, 2, "dilation")
+    ph, pw = _tuple(padding, 2, "padding")
+    sh, sw = _tuple(stride, 2, "stride")
+    # im2col_shape_check.h, col2im_shape_check
+    if kh <= 0 or kw <= 0:
+        raise ValueError(f"{op}: kernel size should be greater than zero, got ({kh}, {kw})")
+    if sh <= 0 or sw <= 0:
+        raise ValueError(f"{op}: stride should be greater than zero, got ({sh}, {sw})")
+    if dh <= 0 or dw <= 0:
+        raise ValueError(f"{op}: dilation should be greater than zero, got ({dh}, {dw})")
+    if ph < 0 or pw < 0:
+        raise ValueError(f"{op}: padding should be non-negative, got ({ph}, {pw})")
+    if not ((x.ndim == 2 and 0 not in x.shape) or (x.ndim == 3 and 0 not in x.shape[1:])):
+        raise ValueError(
+            f"{op}: Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and "
+            f"non-zero dimensions for input, but got: {list(x.shape)}"
+        )
+    batched = x.ndim == 3
+    cols = x if batched else x[None]
+    if cols.shape[1] % (kh * kw):
+        raise ValueError(f"{op}: input.size(1)={cols.shape[1]} is not divisible by the product of kernel_size ({kh}, {kw})")
+    # Python's floor division is div_rtn's rounding toward -inf.
+    bh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    bw = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if cols.shape[2] != bh * bw:
+        raise ValueError(f"{op}: expected input.size(2) to match the number of sliding blocks {bh} * {bw}, got {cols.shape[2]}")
+    if bh < 1 or bw < 1:
+        raise ValueError(f"{op}: the array of sliding blocks ({bh}, {bw}) is too small (non-positive)")
+    if h < 1 or w < 1:
+        raise ValueError(f"{op}: expected output spatial size to be positive, but got: output_size=({h}, {w})")
+
+    n, channels = cols.shape[0], cols.shape[1] // (kh * kw)
+    cols = cols.reshape(n, channels, kh, kw, bh, bw)
+    # The image with its padding: every tap of every block lands inside it; the padding is cut off.
+    image = np.zeros((n, channels, h + 2 * ph, w + 2 * pw), dtype=dtype)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow and inf - inf as in eager
+        for i in range(kh):
+            for j in range(kw):
+                rows = slice(i * dh, i * dh + (bh - 1) * sh + 1, sh)
+                columns = slice(j * dw, j * dw + (bw - 1) * sw + 1, sw)
+                image[:, :, rows, columns] += cols[:, :, i, j]
+    image = image[:, :, ph : ph + h, pw : pw + w]
+    return np.ascontiguousarray(image if batched else image[0])

@@ -31,11 +31,13 @@ from ._dtypes import (
     bfloat16,
     bool_,
     cast,
+    complex_multiply,
     float16,
     float32,
     float64,
     int64,
     is_bool,
+    is_complex,
     is_float,
     is_int,
     opmath,
@@ -109,6 +111,9 @@ def _sum(self, axes, keepdim: bool, dtype) -> np.ndarray:
     x = np.asarray(self)
     out = _integral_result(x, dtype)
     x = as_array(x, out)  # ATen converts the input to the result dtype before reducing
+    if is_complex(out):  # the parts sum on their own, as the float ones do
+        with np.errstate(invalid="ignore", over="ignore"):
+            return cast(np.sum(x.astype(np.complex128), axis=axes, keepdims=keepdim), out)
     if is_float(out):
         with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf is NaN, as in eager
             return cast(np.sum(x.astype(float64), axis=axes, keepdims=keepdim), out)
@@ -131,7 +136,7 @@ def sum_all(self, *, dtype=None):
 def _mean(self, axes, keepdim: bool, dtype) -> np.ndarray:
     x = np.asarray(self)
     out = np.dtype(dtype) if dtype is not None else x.dtype
-    if not is_float(out):
+    if not is_float(out) and not is_complex(out):
         raise TypeError(
             f"mean(): could not infer output dtype. Input dtype must be floating point, got {out}; "
             "pass a floating dtype"
@@ -139,8 +144,8 @@ def _mean(self, axes, keepdim: bool, dtype) -> np.ndarray:
     axes = tuple(range(x.ndim)) if axes is None else axes
     n = _count(x.shape, axes)
     # ATen sums in the accumulate type and divides once (half types: float32, then one rounding).
-    with np.errstate(invalid="ignore", divide="ignore"):
-        total = np.sum(as_array(x, out).astype(float64), axis=axes, keepdims=keepdim)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        total = np.sum(as_array(x, out).astype(np.complex128 if is_complex(out) else float64), axis=axes, keepdims=keepdim)
         return cast(total / n, out)  # 0 / 0 is NaN for an empty reduction
 
 
@@ -173,6 +178,8 @@ def _prod(x: np.ndarray, axis: int, keepdim: bool, out: np.dtype) -> np.ndarray:
             result = np.ones(x.shape[:axis] + x.shape[axis + 1 :], out)
         elif out in _HALF_TYPES:
             result = np.take(np.multiply.accumulate(x, axis=axis), -1, axis=axis)
+        elif is_complex(out):  # ATen's fold starts from 1: 1 * (inf + 0i) is inf + NaN i
+            result = complex_multiply(np.ones((), out), np.multiply.reduce(x, axis=axis))
         else:
             result = np.multiply.reduce(x, axis=axis)
     result = np.asarray(result, out)
@@ -326,6 +333,13 @@ def var(self, dim=None, *, correction=None, keepdim=False):
     return cast(cast(result, opmath(x.dtype)), x.dtype)
 
 
+@kernel("aten.var.dim")
+def var_dim(self, dim, unbiased=True, keepdim=False):
+    """var.correction with correction 1 (unbiased) or 0: ATen's var(self, dim, unbiased, keepdim)
+    calls std_var_out with exactly that correction (ReduceOps.cpp)."""
+    return var(self, dim, correction=1 if unbiased else 0, keepdim=keepdim)
+
+
 # ---------------------------------------------------------------------------------------------
 # any / all
 
@@ -386,6 +400,8 @@ def _scan(self, dim, dtype, op: str, fn) -> np.ndarray:
         return x.copy()
     if is_float(out):
         acc = _scan_acc(out)
+    elif is_complex(out):
+        acc = np.complex128  # at::acc_type<c10::complex<float>, false> is c10::complex<double>
     elif is_bool(out):
         acc = int64  # bool results saturate: cast the integer scan back to bool
     else:

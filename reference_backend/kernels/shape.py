@@ -336,8 +336,10 @@ def unfold(self, dimension, size, step):
         return self.reshape(1)[:size]
     if size > self.shape[d]:
         raise ValueError(f"unfold: maximum size for tensor at dimension {d} is {self.shape[d]} but size is {size}")
-    windows = sliding_window_view(self, size, axis=d)
-    return windows[along(d, slice(None, None, step))]
+    # as_strided goes through __array_interface__, whose typestr ("<f1") NumPy cannot read back for float8
+    raw = self.view(f"u{self.dtype.itemsize}") if self.dtype.name.startswith("float8") else self
+    windows = sliding_window_view(raw, size, axis=d)[along(d, slice(None, None, step))]
+    return windows.view(self.dtype) if raw is not self else windows
 
 
 @kernel("aten.diagonal.default", edge=("aten.diagonal_copy.default",))
@@ -401,3 +403,48 @@ def pixel_unshuffle(self, downscale_factor):
     x = x.transpose(*range(n), n, n + 2, n + 4, n + 1, n + 3)
     return np.ascontiguousarray(x).reshape(*batch, c * r * r, h // r, w // r)
 
+
+@kernel("aten.copy.default")
+def copy(self, src):
+    """The functional ``self.copy_(src)``: src converted to self's dtype with _to_copy's rules
+    (c10::convert: floats truncate into integers, half types are built from float32, anything
+    becomes bool as x != 0) and broadcast to self's shape; self contributes its shape and dtype,
+    never its values (Copy.cpp, copy_impl). non_blocking, a placement argument, changes nothing on
+    CPU and is not passed to kernels (a program spells it only when true, which the signature never
+    draws)."""
+    from .unary import _to_copy
+
+    target = np.asarray(self)
+    converted = _to_copy(np.asarray(src), dtype=target.dtype)
+    try:
+        return np.array(np.broadcast_to(converted, target.shape))
+    except ValueError:
+        raise ValueError(f"copy: src of shape {list(np.shape(src))} does not broadcast to self's shape {list(target.shape)}") from None
+
+
+@kernel("aten.as_strided.default", edge=("aten.as_strided_copy.default",))
+def as_strided(self, size, stride, storage_offset=None):
+    """Element [i0, i1, ...] of the result is element offset + i0 * stride[0] + i1 * stride[1] + ...
+    of self's storage. A program describes its inputs as fresh contiguous tensors, so that storage
+    is self's elements in row-major order, and offset None means self's own offset, 0. ATen refuses
+    negative sizes and strides, and a view that reaches past the storage (TensorImpl set_sizes_and_strides,
+    checkInBoundsForStorage); strides of 0 and overlapping elements are allowed."""
+    flat = np.asarray(self).reshape(-1)
+    size, stride = [int(n) for n in size], [int(n) for n in stride]
+    offset = 0 if storage_offset is None else int(storage_offset)
+    if len(size) != len(stride):
+        raise ValueError(f"as_strided: mismatch in length of strides and shape ({len(stride)} vs {len(size)})")
+    if any(n < 0 for n in size) or any(n < 0 for n in stride) or offset < 0:
+        raise ValueError(f"as_strided: negative size, stride or offset: {size}, {stride}, {offset}")
+    if 0 in size:
+        return np.empty(size, flat.dtype)
+    last = offset + sum((n - 1) * st for n, st in zip(size, stride))
+    if last >= flat.size:
+        raise IndexError(
+            f"as_strided: sizes {size}, strides {stride} and storage offset {offset} need a storage of "
+            f"{last + 1} elements; self has {flat.size}"
+        )
+    index = np.full((1,) * len(size), offset, np.int64)
+    for axis, (n, st) in enumerate(zip(size, stride)):
+        index = index + (np.arange(n, dtype=np.int64) * st).reshape((1,) * axis + (n,) + (1,) * (len(size) - axis - 1))
+    return np.asarray(flat[index])  # a 0-d view stays a 0-d array, not a NumPy scalar

@@ -34,6 +34,8 @@ def _sort_key(x: np.ndarray, descending: bool) -> np.ndarray:
     """int64 keys whose ascending order is ATen's order of ``x`` (NaN largest), reversed if ``descending``."""
     if is_float(x.dtype):
         key = _float_order(x.astype(float32) if x.dtype in (float16, bfloat16) else x).astype(int64)
+    elif x.dtype == np.uint64:
+        key = (x ^ np.uint64(1 << 63)).view(int64)  # flipping the top bit maps uint64's order onto int64's
     else:
         key = x.astype(int64)  # bool as 0/1
     return ~key if descending else key  # ~k = -k - 1 reverses the order without overflow

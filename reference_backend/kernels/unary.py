@@ -25,18 +25,25 @@ from ._dtypes import (
     bfloat16,
     bool_,
     cast,
+    complex_from,
+    complex_multiply,
+    float8_e4m3fn,
+    float8_e5m2,
     float16,
     float32,
     float64,
     float_result,
     is_bool,
+    is_complex,
     is_float,
     is_int,
     opmath,
+    to_float8,
 )
 from ._registry import kernel
 
 _HALF_TYPES = (float16, bfloat16)
+_FLOAT8 = (float8_e4m3fn, float8_e5m2)
 
 
 def _check_not_bool(x: np.ndarray, op: str) -> None:
@@ -93,9 +100,43 @@ def blockwise64(fn, *xs: np.ndarray) -> np.ndarray:
 
 
 def float_math(fn, self):
-    """``fn`` (a float64 NumPy function) applied to ``self`` with ATen's result dtype and rounding."""
+    """``fn`` (a float64 NumPy function) applied to ``self`` with ATen's result dtype and rounding.
+
+    Complex inputs are computed in their own dtype: eager's complex kernels call libm's complex
+    functions (c10::complex -> std::sin -> glibc's csinf for complex64), and NumPy's complex ufuncs
+    call the same ones (bit for bit, measured on torch 2.13); log1p, expm1 and sigmoid follow
+    eager's own formulas (``_COMPLEX_VARIANTS``)."""
     x, dtype = to_float_input(self)
+    if is_complex(dtype):
+        with np.errstate(all="ignore"):
+            return np.asarray(_COMPLEX_VARIANTS.get(fn, fn)(x), dtype=dtype)
     return round_from_float64(blockwise64(fn, x), dtype)
+
+
+def _log1p_complex(z: np.ndarray) -> np.ndarray:
+    """c10's log1p for complex on CPU (c10/util/complex_math.h, after numpy/numpy#22611): with
+    u = z + 1, z itself where u is 1, log(u) where u - 1 gives z back, else log(u) * (z / (u - 1)).
+    NumPy's log1p differs (NaN for some finite inputs)."""
+    one = np.ones((), z.real.dtype)
+    u = complex_from(z.real + one, z.imag, z.dtype)
+    log_u = np.log(u)
+    um1 = complex_from(u.real - one, u.imag, z.dtype)
+    same = (um1.real == z.real) & (um1.imag == z.imag)
+    scaled = complex_multiply(log_u, z / um1)
+    return np.where((u.real == one) & (u.imag == 0), z, np.where(same, log_u, scaled))
+
+
+def _expm1_complex(z: np.ndarray) -> np.ndarray:
+    """c10's expm1 for complex: expm1(x) cos(y) - 2 sin(y/2)^2 + i exp(x) sin(y)."""
+    x, y = z.real, z.imag
+    a = np.sin(y / 2)
+    return complex_from(np.expm1(x) * np.cos(y) - 2 * a * a, np.exp(x) * np.sin(y), z.dtype)
+
+
+def _sigmoid_complex(z: np.ndarray) -> np.ndarray:
+    # ATen's sigmoid_kernel for complex: 1 / (1 + exp(0 - z)) in complex arithmetic
+    one, zero = np.ones((), z.dtype), np.zeros((), z.dtype)
+    return one / (one + np.exp(zero - z))
 
 
 def _unary_float(name: str, fn):
@@ -258,6 +299,8 @@ def sigmoid64(x: np.ndarray) -> np.ndarray:
 
 
 sigmoid = kernel("aten.sigmoid.default")(_unary_float("sigmoid", sigmoid64))
+_COMPLEX_VARIANTS = {np.log1p: _log1p_complex, np.expm1: _expm1_complex, sigmoid64: _sigmoid_complex}
+"""Complex inputs of these float functions follow eager's own formulas, not NumPy's."""
 
 
 @kernel("aten.sqrt.default")
@@ -293,6 +336,9 @@ def reciprocal(self):
 def abs(self):  # noqa: A001 - ATen's name
     x = np.asarray(self)
     _check_not_bool(x, "abs")
+    if is_complex(x.dtype):  # the modulus, real: std::abs -> hypot in the parts' precision
+        with np.errstate(over="ignore"):
+            return np.asarray(np.hypot(x.real, x.imag))
     return cast(np.abs(x.astype(opmath(x.dtype))), x.dtype)
 
 
@@ -301,6 +347,8 @@ def neg(self):
     x = np.asarray(self)
     if is_bool(x.dtype):
         raise TypeError("neg: negation of a bool tensor is not supported; use logical_not")
+    if is_complex(x.dtype):  # Vectorized<c10::complex>::neg is 0 - z: neg(1 + 0j) is -1 + 0j, not -1 - 0j
+        return np.subtract(np.zeros((), x.dtype), x)
     return cast(np.negative(x.astype(opmath(x.dtype))), x.dtype)
 
 
@@ -377,6 +425,8 @@ def _float_predicate(name: str, fn, int_value: bool):
     # ATen answers these for integer and bool tensors without looking at the values.
     def op(self):
         x = np.asarray(self)
+        if is_complex(x.dtype):  # either part NaN (isinf: either infinite; isfinite: both finite)
+            return np.asarray(fn(x))
         if not is_float(x.dtype):
             return np.full(x.shape, int_value, dtype=bool_)
         return np.asarray(fn(x.astype(opmath(x.dtype))))
@@ -414,6 +464,9 @@ def nan_to_num(self, nan=None, posinf=None, neginf=None):
     half type rounds through float32 and overflows to inf); infinities default to the dtype's
     largest finite values. Integer and bool tensors are copied unchanged."""
     x = np.asarray(self)
+    if is_complex(x.dtype):  # each part on its own (ATen's nan_to_num for complex)
+        part = nan_to_num(x.real.copy(), nan, posinf, neginf), nan_to_num(x.imag.copy(), nan, posinf, neginf)
+        return complex_from(*part, x.dtype)
     if not is_float(x.dtype):
         return x.copy()
 
@@ -443,6 +496,23 @@ def alias(self):
     return np.asarray(self)  # a view op; the runtime copies results it hands out
 
 
+@kernel("aten._local_scalar_dense.default")
+def _local_scalar_dense(self):
+    """Tensor.item(): the one element of a one-element tensor of any rank, as the Scalar ATen returns
+    (a C++ double for floating dtypes, int64 for integers, bool for bool): here the NumPy scalar of
+    that kind, which a program output holds as a Double, Int or Bool EValue. Widening to double is
+    exact, so the value is the element's own."""
+    x = np.asarray(self)
+    if x.size != 1:
+        raise ValueError(f"a Tensor with {x.size} elements cannot be converted to Scalar")
+    value = x.reshape(-1)[0]
+    if is_bool(x.dtype):
+        return np.bool_(value)
+    if is_int(x.dtype):
+        return np.int64(value)
+    return np.float64(value)
+
+
 @kernel("aten._to_copy.default")
 def _to_copy(self, *, dtype=None):
     """dtype conversion with c10::convert's rules (c10/util/TypeCast.h).
@@ -457,10 +527,14 @@ def _to_copy(self, *, dtype=None):
     x = np.asarray(self)
     target = x.dtype if dtype is None else np.dtype(dtype)
     with np.errstate(all="ignore"):
+        if is_bool(target):
+            return np.asarray(x != 0)  # a complex number is true when either part is nonzero
+        if is_complex(x.dtype) and not is_complex(target):
+            x = x.real  # c10::convert from complex keeps the real part (eager warns)
+        if target in _FLOAT8 and x.dtype != target:
+            return to_float8(x, target)  # saturating into float8_e4m3fn
         if target in _HALF_TYPES and x.dtype not in _HALF_TYPES and x.dtype != float32:
             x = x.astype(float32)
-        if is_bool(target):
-            return np.asarray(x != 0)
-        if is_int(target) and x.dtype in _HALF_TYPES:
+        if is_int(target) and (x.dtype in _HALF_TYPES or x.dtype in _FLOAT8):
             x = x.astype(float32)
         return np.array(x, dtype=target, copy=True)

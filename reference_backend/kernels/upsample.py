@@ -1,4 +1,4 @@
-"""Upsampling (interpolation): nearest, nearest-exact, linear, bilinear, trilinear, bicubic.
+"""Upsampling (interpolation): nearest, nearest-exact, linear, bilinear, trilinear, bicubic; grid_sampler_2d.
 
 The ``.vec`` overloads take either ``output_size`` or ``scale_factors``. With scale
 factors the output side is floor(input side * factor) and the *given* factor (not the
@@ -387,3 +387,168 @@ def upsample_trilinear3d(input, output_size, align_corners, scale_factors):
 @kernel("aten.upsample_bicubic2d.vec")
 def upsample_bicubic2d(input, output_size, align_corners, scale_factors):
     return _interpolate(input, output_size, align_corners, scale_factors, 2, "upsample_bicubic2d", "cubic")
+
+
+# ---------------------------------------------------------------------------------------------
+# grid_sampler_2d
+#
+# aten/src/ATen/native/cpu/GridSamplerKernel.cpp: one vectorized kernel for every dtype, each
+# Vectorized<T> operation rounded to T (the half types compute each one in float32 and round back),
+# in the order written there. Checked bit for bit against eager (torch 2.13, AVX512 and AVX2), which
+# also fixes where the compiled code fuses multiply-adds: the unnormalization without
+# align_corners ((g + 1) * size/2 - 0.5), the reflection's extra = |x| - flips * span, the
+# bilinear sum (each corner's product fused into the sum so far), the cubic weights of the two
+# inner taps ((A + 2) x - (A + 3)) x * x + 1 and the bicubic sums: along x only the first two
+# products are fused (fma(c0, v0, c1 v1), then plain adds), along y every product is.
+
+
+def _gs_fma(a, b, c, T) -> np.ndarray:
+    """a * b + c as GridSamplerKernel.cpp's compiled float32/float64 code contracts it; the half
+    types round the product and the sum each (their Vectorized ops convert through float32)."""
+    if T in (np.float32, np.float64):
+        return fma(a, b, c, T).astype(T, copy=False)
+    return (np.asarray(a * b, T) + c).astype(T, copy=False)
+
+
+def _gs_clip(x: np.ndarray, size: int, T) -> np.ndarray:
+    """clip_coordinates: clamp_max(size - 1, clamp_min(0, x)), with NaN clamped to 0."""
+    return np.minimum(np.maximum(np.where(np.isnan(x), T(0), x), T(0)), T(size - 1)).astype(T, copy=False)
+
+
+def _gs_reflect(x: np.ndarray, size: int, align_corners: bool, T) -> np.ndarray:
+    """reflect_coordinates: reflect into [0, size - 1] (align_corners) or [-0.5, size - 0.5]."""
+    if align_corners:
+        if size <= 1:
+            return np.zeros_like(x)
+        span, low = T((size - 1) * 2), None
+        a = np.abs(x)
+    else:
+        span, low = T(size * 2), T(-0.5)
+        a = np.abs((x - low).astype(T))
+    flips = np.trunc((a / span).astype(T))
+    extra = _gs_fma(-flips, span, a, T)
+    out = np.minimum(extra, (span - extra).astype(T))
+    return out if low is None else (out + low).astype(T)
+
+
+def _gs_unnormalize(g: np.ndarray, size: int, align_corners: bool, T) -> np.ndarray:
+    if align_corners:
+        return ((g + T(1)).astype(T) * T(T(size - 1) / T(2))).astype(T)
+    return _gs_fma((g + T(1)).astype(T), T(T(size) / T(2)), T(-0.5), T)
+
+
+def _gs_coordinates(x: np.ndarray, size: int, padding_mode: int, align_corners: bool, T) -> np.ndarray:
+    """compute_coordinates: zeros keeps x, border clips it, reflection reflects then clips."""
+    if padding_mode == 1:
+        return _gs_clip(x, size, T)
+    if padding_mode == 2:
+        return _gs_clip(_gs_reflect(x, size, align_corners, T), size, T)
+    return x
+
+
+def _gs_int(v: np.ndarray, T) -> np.ndarray:
+    """convert_to_int_of_same_size: truncation to int32 (INT_MIN for NaN, infinities and values out
+    of range, as cvttps does); the half types keep the low 16 bits (their integer of the same size is
+    int16), so an unrepresentable coordinate becomes 0 there, a valid index."""
+    wide = v.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        out = np.where(np.isfinite(wide) & (np.abs(wide) < 2.0**31), np.trunc(wide), -(2.0**31)).astype(np.int64)
+    if T not in (np.float32, np.float64):
+        out = (out + 2**15) % 2**16 - 2**15
+    return out
+
+
+def _gs_take(x: np.ndarray, ix: np.ndarray, iy: np.ndarray, inside: np.ndarray | None) -> np.ndarray:
+    """x[n, :, iy, ix] for index arrays of shape (N, Ho, Wo), 0 where ``inside`` is false: (N, C, Ho, Wo)."""
+    n, c, h, w = x.shape
+    if inside is None:
+        inside = (ix >= 0) & (ix < w) & (iy >= 0) & (iy < h)
+    batch = np.arange(n).reshape(n, 1, 1)
+    values = x.transpose(0, 2, 3, 1)[batch, np.clip(iy, 0, h - 1), np.clip(ix, 0, w - 1)]
+    values = np.where(inside[..., None], values, x.dtype.type(0))
+    return values.transpose(0, 3, 1, 2)
+
+
+def _gs_cubic_weights(t: np.ndarray, T) -> list[np.ndarray]:
+    """get_cubic_coefficients with A = -0.75: the outer taps ((A x - 5A) x + 8A) x - 4A at x = t + 1
+    and 2 - t, the inner ones ((A + 2) x - (A + 3)) x x + 1 at x = t and 1 - t."""
+    a = T(-0.75)
+
+    def outer(x):
+        r = ((a * x).astype(T) - T(5 * -0.75)).astype(T)
+        r = ((r * x).astype(T) + T(8 * -0.75)).astype(T)
+        return ((r * x).astype(T) - T(4 * -0.75)).astype(T)
+
+    def inner(x):
+        r = _gs_fma(T(1.25), x, T(-2.25), T)
+        return _gs_fma((r * x).astype(T), x, T(1), T)
+
+    return [outer((t + T(1)).astype(T)), inner(t), inner((T(1) - t).astype(T)), outer((T(2) - t).astype(T))]
+
+
+@kernel("aten.grid_sampler_2d.default")
+def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):  # noqa: A002 - ATen's names
+    """Samples input (N, C, H, W) at grid (N, Ho, Wo, 2) locations: (x, y) in [-1, 1] span the input
+    (the corner pixels' centers with align_corners, their outer edges without); out (N, C, Ho, Wo).
+
+    interpolation_mode 0 bilinear (the four neighbours, weights from the distances), 1 nearest
+    (coordinates rounded half to even), 2 bicubic (4 x 4 taps, A = -0.75); padding_mode 0 zeros
+    (taps outside read 0), 1 border (coordinates clipped into the input), 2 reflection (reflected
+    at the borders, then clipped). Bilinear and nearest pad the coordinate once; bicubic pads each
+    tap's coordinate. Rounding follows the compiled kernel (see above).
+    """
+    x, g = np.asarray(input), np.asarray(grid)
+    if x.ndim != 4 or g.ndim != 4 or g.shape[-1] != 2 or x.shape[0] != g.shape[0]:
+        raise ValueError(f"grid_sampler_2d: expected input (N, C, H, W) and grid (N, H, W, 2), got {list(x.shape)} and {list(g.shape)}")
+    if x.dtype != g.dtype or not is_float(x.dtype):
+        raise TypeError(f"grid_sampler_2d: input and grid must have the same floating dtype, got {x.dtype} and {g.dtype}")
+    if x.shape[2] == 0 or x.shape[3] == 0:
+        raise ValueError(f"grid_sampler_2d: expected input to have non-empty spatial dimensions, got {list(x.shape)}")
+    if interpolation_mode not in (0, 1, 2) or padding_mode not in (0, 1, 2):
+        raise ValueError(f"grid_sampler_2d: interpolation_mode and padding_mode must be 0, 1 or 2, got {interpolation_mode}, {padding_mode}")
+    T = x.dtype.type
+    n, c, h, w = x.shape
+    if 0 in (n, c) or 0 in g.shape[1:3]:
+        return np.zeros((n, c, *g.shape[1:3]), x.dtype)
+    gx, gy = g[..., 0], g[..., 1]
+    with np.errstate(all="ignore"):
+        if interpolation_mode == 2:
+            return _gs_bicubic(x, gx, gy, padding_mode, align_corners, T)
+        px = _gs_coordinates(_gs_unnormalize(gx, w, align_corners, T), w, padding_mode, align_corners, T)
+        py = _gs_coordinates(_gs_unnormalize(gy, h, align_corners, T), h, padding_mode, align_corners, T)
+        if interpolation_mode == 1:
+            ix, iy = _gs_int(np.rint(px), T), _gs_int(np.rint(py), T)
+            return _gs_take(x, ix, iy, None if padding_mode == 0 else np.ones(ix.shape, bool))
+        fx, fy = np.floor(px), np.floor(py)
+        dx, dy = (px - fx).astype(T), (py - fy).astype(T)
+        ex, sy = (T(1) - dx).astype(T), (T(1) - dy).astype(T)
+        weights = ((sy * ex).astype(T), (sy * dx).astype(T), (dy * ex).astype(T), (dy * dx).astype(T))
+        ix, iy = _gs_int(fx, T), _gs_int(fy, T)
+        out = None
+        for (oy, ox), weight in zip(((0, 0), (0, 1), (1, 0), (1, 1)), weights):
+            cx, cy = ix + ox, iy + oy
+            if padding_mode == 0:
+                inside = (cx > -1) & (cx < w) & (cy > -1) & (cy < h)
+            else:  # border and reflection coordinates are in the input; only the far neighbours may not be
+                inside = (cx < w) & (cy < h)
+            value = _gs_take(x, cx, cy, inside)
+            out = (value * weight[:, None]).astype(T) if out is None else _gs_fma(value, weight[:, None], out, T)
+        return out
+
+
+def _gs_bicubic(x, gx, gy, padding_mode, align_corners, T) -> np.ndarray:
+    _, _, h, w = x.shape
+    px, py = _gs_unnormalize(gx, w, align_corners, T), _gs_unnormalize(gy, h, align_corners, T)
+    fx, fy = np.floor(px), np.floor(py)
+    wx = _gs_cubic_weights((px - fx).astype(T), T)
+    wy = _gs_cubic_weights((py - fy).astype(T), T)
+    columns = [_gs_int(_gs_coordinates((fx + T(k - 1)).astype(T), w, padding_mode, align_corners, T), T) for k in range(4)]
+    out = None
+    for j in range(4):
+        row = _gs_int(_gs_coordinates((fy + T(j - 1)).astype(T), h, padding_mode, align_corners, T), T)
+        v = [_gs_take(x, col, row, None if padding_mode == 0 else np.ones(row.shape, bool)) for col in columns]
+        line = _gs_fma(wx[0][:, None], v[0], (wx[1][:, None] * v[1]).astype(T), T)
+        line = (line + (wx[2][:, None] * v[2]).astype(T)).astype(T)
+        line = (line + (wx[3][:, None] * v[3]).astype(T)).astype(T)
+        out = (wy[0][:, None] * line).astype(T) if out is None else _gs_fma(wy[j][:, None], line, out, T)
+    return out

@@ -13,6 +13,7 @@ from conformance.api import (
     EValue,
     PreprocessResult,
     Tag,
+    resize_tensor,
 )
 
 EXECUTORCH_CODES = {
@@ -69,6 +70,31 @@ def test_evalue_tags_follow_executorch_and_refuse_wrong_reads():
     assert v.to_int() == 5
     with pytest.raises(TypeError):
         v.set(1.5)
+
+
+def test_resize_tensor_hands_out_the_leading_elements_of_the_capacity():
+    storage = np.arange(12, dtype=np.int64).reshape(6, 2)
+    out = EValue(storage, capacity=storage)
+    assert resize_tensor(out, (3, 2)) is Error.Ok
+    assert out.value.shape == (3, 2) and np.shares_memory(out.value, storage)
+    np.testing.assert_array_equal(out.value, [[0, 1], [2, 3], [4, 5]])
+    assert resize_tensor(out, (0, 2)) is Error.Ok and out.value.shape == (0, 2)
+    assert resize_tensor(out, (6, 2)) is Error.Ok and out.value.shape == (6, 2)
+
+
+@pytest.mark.parametrize("sizes", [(7, 2), (3, 2, 1), (-1, 2), ("x", 2)])
+def test_resize_tensor_refuses_sizes_past_the_capacity_or_of_another_rank(sizes):
+    storage = np.zeros((6, 2), np.float32)
+    out = EValue(storage, capacity=storage)
+    assert resize_tensor(out, sizes) is Error.InvalidArgument
+    assert out.value.shape == (6, 2)
+
+
+def test_resize_tensor_of_a_static_output_or_a_scalar():
+    static = EValue(np.zeros((2, 3), np.float32))
+    assert resize_tensor(static, (2, 3)) is Error.Ok
+    assert resize_tensor(static, (1, 3)) is Error.NotSupported
+    assert resize_tensor(EValue(3), (1,)) is Error.InvalidArgument
 
 
 def test_preprocess_result_defaults():

@@ -199,3 +199,23 @@ def test_a_failure_where_the_meta_kernel_shapes_unlike_eager_or_refuses_is_set_a
     refused = case.run(load(f"{SEEDED}:relu_nan_is_zero"), spec, call)
     assert refused.category is Category.SKIP and refused.detail.startswith("tracing refused a call eager computes: no meta kernel")
     assert case.run(load("reference"), spec, call).ok  # the meta kernel is not asked on a pass
+
+
+def test_a_num_check_whose_every_call_was_set_aside_is_a_harness_error_not_a_pass(tmp_path):
+    """Seen on aten.nonzero.default before its programs went through torch.export: the builder's
+    FakeTensorMode refused every call, the check compared 0 programs and reported PASS."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "conformance", "certify", "tests/harness/untraceable.py:backend", "--profile", "full",
+         "--ops", "aten.add.Tensor", "--dtypes", "float32", "--output", str(tmp_path), "--workers", "0", "--skip-perf",
+         "--", "-k", "NUM_001"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    (report,) = tmp_path.glob("*/report.json")
+    (num,) = [r for r in json.loads(report.read_text())["results"] if r["clause"] == "NUM-001"]
+    assert num["category"] == "HARNESS_ERROR", num
+    assert "no call reached the backend" in num["message"] and "test rig" in num["message"]

@@ -212,6 +212,83 @@ def _conv_pads_one_side(input, weight, bias, stride, padding, dilation, transpos
 defect("conv_pads_one_side", ["NUM-001"], runtime=_with("aten.convolution.default", _conv_pads_one_side))
 
 
+# -- NUM: outputs some calls define (op spec defined_outputs) and Scalar outputs ------------------------
+
+_embedding_bag = KERNELS["aten._embedding_bag.default"]
+
+
+def _embedding_bag_without_max_indices(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                                       per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+    """An inference kernel that computes the bags and fills the bookkeeping outputs with zeros: right
+    where eager leaves them undefined (sum mode, mean's max_indices), wrong for max's max_indices."""
+    out = _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
+                         include_last_offset, padding_idx)
+    return out[0], out[1], out[2] if mode else np.full_like(out[2], -1), np.zeros_like(out[3])
+
+
+defect("embedding_bag_without_max_indices", ["NUM-001"],
+       runtime=_with("aten._embedding_bag.default", _embedding_bag_without_max_indices))
+
+
+def _item_through_float32(self):
+    value = KERNELS["aten._local_scalar_dense.default"](self)
+    return np.float64(np.float32(value)) if isinstance(value, np.floating) else value  # a float EValue written as float
+
+
+defect("item_rounds_to_float32", ["NUM-001"], runtime=_with("aten._local_scalar_dense.default", _item_through_float32))
+
+
+# -- NUM: random values, judged by law (op spec values; conformance/oracle.py) -------------------------
+
+_rand = KERNELS["aten.rand.default"]
+
+
+def _rand_constant(size, *, dtype=None):
+    return np.full_like(_rand(size, dtype=dtype), 0.5)  # a generator that was never seeded, or stuck
+
+
+defect("rand_constant", ["NUM-001"], runtime=_with("aten.rand.default", _rand_constant))
+
+
+def _rand_shifted(size, *, dtype=None):
+    u = _rand(size, dtype=dtype)
+    return (0.05 + 0.95 * u.astype(np.float64)).astype(u.dtype)  # still in [0, 1), never below 0.05
+
+
+defect("rand_shifted", ["NUM-001"], runtime=_with("aten.rand.default", _rand_shifted))
+
+_randperm = KERNELS["aten.randperm.default"]
+
+
+def _randperm_repeats(n, *, dtype=np.int64):
+    out = _randperm(n, dtype=dtype)
+    if out.size > 1:
+        out[-1] = out[0]  # an off-by-one in the shuffle's swap: one value twice, one missing
+    return out
+
+
+defect("randperm_repeats_an_element", ["NUM-001"], runtime=_with("aten.randperm.default", _randperm_repeats))
+
+_dropout = KERNELS["aten.native_dropout.default"]
+
+
+def _dropout_unscaled(input, p, train):  # noqa: A002 - ATen's name
+    out, mask = _dropout(input, p, train)
+    if train is None or train:
+        out = (input * mask).astype(input.dtype)  # the mask applied, the 1/(1-p) scale forgotten
+    return out, mask
+
+
+defect("dropout_does_not_scale", ["NUM-001"], runtime=_with("aten.native_dropout.default", _dropout_unscaled))
+
+
+def _resize_zero_filled(self, size):
+    return np.zeros(tuple(size), dtype=self.dtype)  # allocates the new shape and forgets the old values
+
+
+defect("resize_loses_values", ["NUM-001"], runtime=_with("aten.resize_.default", _resize_zero_filled))
+
+
 
 def _depthwise_first_filter(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):  # noqa: A002
     """A depthwise convolution (one group per channel) that applies the first channel's filter to
@@ -219,6 +296,23 @@ def _depthwise_first_filter(input, weight, bias, stride, padding, dilation, tran
     if groups > 1 and groups == input.shape[1] and not transposed:
         weight = np.broadcast_to(weight[:1], weight.shape).copy()
     return _conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+
+
+_batch_norm = KERNELS["aten._native_batch_norm_legit.default"]
+
+
+def _batch_norm_keeps_running_stats(input, weight, bias, running_mean, running_var, training, momentum, eps):  # noqa: A002
+    """Training batch norm that normalizes right but updates copies of the running statistics: the
+    in-place update of the schema's Tensor(a!) arguments is lost (the program returns them)."""
+    stats = [None if t is None else np.array(t) for t in (running_mean, running_var)]
+    return _batch_norm(input, weight, bias, *stats, training, momentum, eps)
+
+
+defect(
+    "batch_norm_running_stats_not_updated",
+    ["NUM-001"],
+    runtime=_with("aten._native_batch_norm_legit.default", _batch_norm_keeps_running_stats),
+)
 
 
 MODEL_DEFECTS: dict[str, BackendUnderTest] = {
@@ -675,6 +769,25 @@ class ResizesInputs(ReferenceRuntime):
 defect("no_shape_check", ["RT-010"], runtime=ResizesInputs())
 
 
+class KeepsOutputCapacity(ReferenceRuntime):
+    """Writes an output whose size is known only at run time (nonzero's rows) into the leading
+    elements of the buffer allocated at its upper bound, but never reports the size (no
+    resize_tensor): the caller sees the whole capacity, the computed rows and then sentinel."""
+
+    def _write_outputs(self, plan, slots, args):
+        for position, value_id in enumerate(plan.program.outputs):
+            arg = args[len(plan.program.inputs) + position]
+            value = slots[value_id]
+            if arg.capacity is not None and isinstance(value, np.ndarray) and value.shape != arg.value.shape:
+                kept = arg.value.copy()
+                kept.reshape(-1)[: value.size] = value.reshape(-1)
+                slots[value_id] = kept
+        return super()._write_outputs(plan, slots, args)
+
+
+defect("keeps_output_capacity", ["NUM-001"], runtime=KeepsOutputCapacity())
+
+
 class KeyErrorOnBadBlob(ReferenceRuntime):
     def init(self, context, processed, compile_specs):
         try:
@@ -1013,6 +1126,14 @@ def _flush(a):
 
 
 defect("subnormal_inputs_flushed", ["NUM-001"], runtime=_with("aten.mul.Tensor", lambda self, other: _mul(_flush(self), _flush(other))))
+
+
+def _mul_conjugates(self, other):
+    out = _mul(self, other)
+    return np.conj(out) if np.iscomplexobj(out) else out  # (ac - bd) - (ad + bc)i: the imaginary part's sign slips
+
+
+defect("complex_mul_conjugates", ["NUM-001"], runtime=_with("aten.mul.Tensor", _mul_conjugates))
 
 
 def _add_writes_first_4096(self, other, *, alpha=1):
