@@ -262,7 +262,6 @@ def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> Compari
     inf_bad = (e_inf & (a != e)) | (a_inf & ~e_inf)
     fin_bad = finite & ~within
     bad = nan_bad | inf_bad | fin_bad | zero_sign
-    mismatched = int(bad.sum())
     # The worst element: a violated one if any, the largest |error| otherwise.
     score = np.where(bad, np.inf, diff)
     worst = np.unravel_index(int(np.argmax(score)), expected.shape)
@@ -270,23 +269,32 @@ def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> Compari
         signal = float(np.sum(np.where(finite, e, 0.0) ** 2))
         noise = float(np.sum(diff**2))
         snr = _snr_db(signal, noise)
+    finite_bad = f"beyond atol={tol.atol:g} rtol={tol.rtol:g} ulp={tol.ulp}"
+    return _verdict(actual, expected, worst, (nan_bad, inf_bad, fin_bad, zero_sign), finite_bad, tol, diff, ulps, snr, base,
+                    _show)
+
+
+def _verdict(actual, expected, worst, masks, finite_bad: str, tol: Tolerance, diff, ulps, snr, base, show) -> Comparison:
+    """The Comparison of a float or complex output from its per-element violations ``masks`` (NaN,
+    infinity, finite, zero sign), |error| ``diff``, ``ulps`` and SNR; ``show`` prints one element."""
+    nan_bad, inf_bad, fin_bad, zero_sign = masks
+    bad = nan_bad | inf_bad | fin_bad | zero_sign
+    mismatched, total = int(bad.sum()), int(expected.size)
+    message = "within tolerance"
     if mismatched:
         kinds = []
         for count, what in (
             (int(nan_bad.sum()), "NaN mismatches"),
             (int(inf_bad.sum()), "infinity mismatches"),
-            (int(fin_bad.sum()), f"beyond atol={tol.atol:g} rtol={tol.rtol:g} ulp={tol.ulp}"
-             + (" or off by 100%+" if tol.relative_floor else "")),
+            (int(fin_bad.sum()), finite_bad + (" or off by 100%+" if tol.relative_floor else "")),
             (int(zero_sign.sum()), "zeros of the wrong sign"),
         ):
             if count:
                 kinds.append(f"{count} {what}")
         message = (
             f"{mismatched}/{total} elements differ ({', '.join(kinds)}); worst at {[int(i) for i in worst]}: "
-            f"got {_show(actual[worst])}, expected {_show(expected[worst])}"
+            f"got {show(actual[worst])}, expected {show(expected[worst])}"
         )
-    else:
-        message = "within tolerance"
     return Comparison(
         ok=mismatched == 0,
         message=message,
@@ -370,41 +378,13 @@ def _complex_comparison(actual: np.ndarray, expected: np.ndarray, tol, base: dic
     nan_bad, inf_bad, zero_sign = re_nan | im_nan, re_inf | im_inf, re_zero | im_zero
     fin_bad = (finite & ~(partwise | normwise)) | (~finite & ~partwise)
     bad = nan_bad | inf_bad | fin_bad | zero_sign
-    mismatched = int(bad.sum())
     worst = np.unravel_index(int(np.argmax(np.where(bad, np.inf, diff))), expected.shape)
     ulps = np.maximum(re_ulp, im_ulp)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         snr = _snr_db(float(np.sum(magnitude**2)), float(np.sum(diff**2)))
-    message = "within tolerance"
-    if mismatched:
-        kinds = []
-        for count, what in (
-            (int(nan_bad.sum()), "NaN mismatches"),
-            (int(inf_bad.sum()), "infinity mismatches"),
-            (int(fin_bad.sum()), f"beyond atol={tol.atol:g} rtol={tol.rtol:g} (modulus) and ulp={tol.ulp} (parts)"
-             + (" or off by 100%+" if tol.relative_floor else "")),
-            (int(zero_sign.sum()), "zeros of the wrong sign"),
-        ):
-            if count:
-                kinds.append(f"{count} {what}")
-        message = (
-            f"{mismatched}/{total} elements differ ({', '.join(kinds)}); worst at {[int(i) for i in worst]}: "
-            f"got {complex(actual[worst])!r}, expected {complex(expected[worst])!r}"
-        )
-    return Comparison(
-        ok=mismatched == 0,
-        message=message,
-        total=total,
-        mismatched=mismatched,
-        max_abs=float(diff.max()),
-        max_ulp=float(ulps.max()),
-        mae=float(diff.mean()),
-        snr_db=snr,
-        worst_index=tuple(int(i) for i in worst),
-        expected_at_worst=expected[worst],
-        actual_at_worst=actual[worst],
-        **base,
-    )
+    finite_bad = f"beyond atol={tol.atol:g} rtol={tol.rtol:g} (modulus) and ulp={tol.ulp} (parts)"
+    return _verdict(actual, expected, worst, (nan_bad, inf_bad, fin_bad, zero_sign), finite_bad, tol, diff, ulps, snr, base,
+                    lambda v: repr(complex(v)))
 
 
 # ---------------------------------------------------------------------------------------------
