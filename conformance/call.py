@@ -130,8 +130,9 @@ class Call:
     def torch_args(self) -> tuple[tuple, dict]:
         from conformance.api.scalar_type import torch_dtype
 
-        args = _map(self.args, lambda t: to_torch(t.value))
-        kwargs = {k: _map(v, lambda t: to_torch(t.value)) for k, v in self.kwargs.items()}
+        resizable = self.op.split(".")[-2].endswith("_")  # an in-place op (resize_) may grow its input
+        args = _map(self.args, lambda t: to_torch(t.value, resizable=resizable))
+        kwargs = {k: _map(v, lambda t: to_torch(t.value, resizable=resizable)) for k, v in self.kwargs.items()}
         kwargs = {k: torch_dtype(v) if k in DTYPE_ATTRIBUTES and isinstance(v, str) else v for k, v in kwargs.items()}
         return args, kwargs
 

@@ -30,24 +30,26 @@ def to_numpy(tensor) -> np.ndarray:
     return tensor.numpy()
 
 
-def to_torch(array: np.ndarray):
-    """A NumPy array as a torch tensor: a copy (torch never writes into the caller's array) in storage
-    torch owns, so an in-place op may grow it as in eager (resize_; a tensor over a NumPy buffer
-    raises "Trying to resize storage that is not resizable"), with torch's own strides."""
+def to_torch(array: np.ndarray, *, resizable: bool = False):
+    """A NumPy array as a torch tensor (a copy, so torch never writes into the caller's array).
+
+    ``resizable``: in storage torch owns, so that an in-place op may grow it as in eager (resize_; a
+    tensor over a NumPy buffer raises "Trying to resize storage that is not resizable"); it costs a
+    second copy, so only in-place calls ask for it."""
     import torch
 
-    array = np.asarray(array)
-    if not (array.flags.c_contiguous and array.flags.writeable):
-        array = np.array(array, order="C", copy=True)  # ascontiguousarray would turn 0-d into 1-d
+    array = np.array(array, order="C", copy=True)  # ascontiguousarray would turn 0-d into 1-d
     if array.dtype.name in _BY_BITS:
         torch_name, bits = _BY_BITS[array.dtype.name]
         tensor = torch.from_numpy(array.view(bits)).view(getattr(torch, torch_name))
     else:
         tensor = torch.from_numpy(array)
-    # The clone owns its storage; and where NumPy gives an empty array all-zero strides, which
-    # torch never gives a fresh tensor (torch.export records them, ExecuTorch's exporter refuses
-    # them: "0 in strides is not supported"), the clone has torch's own.
-    return tensor.clone(memory_format=torch.contiguous_format)
+    if array.size == 0 or resizable:
+        # NumPy gives an empty array all-zero strides, which torch never gives a fresh tensor;
+        # torch.export records them, ExecuTorch's exporter refuses them ("0 in strides is not
+        # supported") and its runtime aborts on them (tensor_ptr.cpp). The clone has torch's own.
+        tensor = tensor.clone(memory_format=torch.contiguous_format)
+    return tensor
 
 
 INPUT_LAYOUTS = ("contiguous", "transposed", "offset", "channels_last")

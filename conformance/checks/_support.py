@@ -161,7 +161,7 @@ def eager_outputs(exported, inputs) -> list[np.ndarray]:
     import torch
 
     with torch.no_grad():
-        out = exported.module()(*[to_torch(np.array(a)) for a in inputs])  # bfloat16 through ml_dtypes
+        out = exported.module()(*[to_torch(np.array(a), resizable=True) for a in inputs])  # bfloat16 through ml_dtypes
     return [to_numpy(o) for o in (out if isinstance(out, (list, tuple)) else (out,))]
 
 
