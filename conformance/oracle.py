@@ -229,9 +229,7 @@ def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> Compari
     total = int(expected.size)
     if total == 0:
         return Comparison(True, "empty", total=0, **base)
-    if is_complex(dtype):
-        return _complex_comparison(actual, expected, tol, base)
-    if not is_floating(dtype):
+    if not (is_floating(dtype) or is_complex(dtype)):
         return _integer_comparison(actual, expected, base)
     if _same_bits(actual, expected):
         # What the full comparison below gives for identical bits (NaN payloads and zero signs
@@ -242,24 +240,10 @@ def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> Compari
             ok=True, message="within tolerance", total=total, max_abs=0.0, max_ulp=0.0, mae=0.0, snr_db=math.inf,
             worst_index=worst, expected_at_worst=expected[worst], actual_at_worst=actual[worst], **base,
         )  # fmt: skip
+    if is_complex(dtype):
+        return _complex_comparison(actual, expected, tol, base)
 
-    a = actual.astype(np.float64)
-    e = expected.astype(np.float64)
-    a_nan, e_nan = np.isnan(a), np.isnan(e)
-    a_inf, e_inf = np.isinf(a), np.isinf(e)
-    finite = ~(e_nan | e_inf | a_nan | a_inf)
-    ulps = ulp_distance(_as_binary(actual), _as_binary(expected))
-    ulps = np.where(finite | (a == e), ulps, np.inf)
-    ulps = np.where(e_nan & a_nan, 0.0, ulps)
-    with np.errstate(invalid="ignore", over="ignore"):
-        diff = np.where(finite, np.abs(a - e), 0.0)
-        within = diff <= tol.atol + tol.rtol * np.abs(e)
-        if tol.relative_floor:
-            within &= ~((e != 0) & (diff >= np.abs(e)))
-    within |= ulps <= tol.ulp
-    zero_sign = (a == 0) & (e == 0) & (np.signbit(a) != np.signbit(e)) if tol.signed_zero else np.zeros_like(finite)
-    nan_bad = a_nan != e_nan
-    inf_bad = (e_inf & (a != e)) | (a_inf & ~e_inf)
+    nan_bad, inf_bad, finite, within, ulps, zero_sign, diff, e = _element_rule(actual, expected, tol)
     fin_bad = finite & ~within
     bad = nan_bad | inf_bad | fin_bad | zero_sign
     # The worst element: a violated one if any, the largest |error| otherwise.
@@ -319,8 +303,32 @@ def _show(v: Any) -> str:
 
 def _same_bits(actual: np.ndarray, expected: np.ndarray) -> bool:
     """Whether two float arrays of one dtype and shape hold the same bits, element by element."""
-    unsigned = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[expected.dtype.itemsize]
+    if expected.dtype.itemsize == 16:  # complex128: two 64-bit halves per element
+        actual, expected = np.ascontiguousarray(actual).reshape(-1), np.ascontiguousarray(expected).reshape(-1)
+    unsigned = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.uint64}[expected.dtype.itemsize]
     return bool(np.array_equal(actual.view(unsigned), expected.view(unsigned)))
+
+
+def _element_rule(actual: np.ndarray, expected: np.ndarray, tol: Tolerance):
+    """The float rule per element of two float arrays: (nan_bad, inf_bad, finite, within, ulps,
+    zero_sign, |a - e| where finite, expected in float64). ``within``: by ``ulp`` or by
+    atol + rtol * |e| (with the relative floor); NaN must meet NaN, an infinity its equal."""
+    a = actual.astype(np.float64)
+    e = expected.astype(np.float64)
+    a_nan, e_nan = np.isnan(a), np.isnan(e)
+    a_inf, e_inf = np.isinf(a), np.isinf(e)
+    finite = ~(e_nan | e_inf | a_nan | a_inf)
+    ulps = ulp_distance(_as_binary(actual), _as_binary(expected))
+    ulps = np.where(finite | (a == e), ulps, np.inf)
+    ulps = np.where(e_nan & a_nan, 0.0, ulps)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(finite, np.abs(a - e), 0.0)
+        within = diff <= tol.atol + tol.rtol * np.abs(e)
+        if tol.relative_floor:
+            within &= ~((e != 0) & (diff >= np.abs(e)))
+    within |= ulps <= tol.ulp
+    zero_sign = (a == 0) & (e == 0) & (np.signbit(a) != np.signbit(e)) if tol.signed_zero else np.zeros_like(finite)
+    return a_nan != e_nan, (e_inf & (a != e)) | (a_inf & ~e_inf), finite, within, ulps, zero_sign, diff, e
 
 
 def _as_binary(x: np.ndarray) -> np.ndarray:
@@ -341,30 +349,10 @@ def _complex_comparison(actual: np.ndarray, expected: np.ndarray, tol, base: dic
     both are within an ULP of |e| (see specs/README.md). Statistics are of the modulus |a - e|;
     max_ulp of the parts."""
     part = np.dtype(component_dtype(dtype_name(expected.dtype)))
-    total = int(expected.size)
-    flat_a, flat_e = np.ascontiguousarray(actual).reshape(-1), np.ascontiguousarray(expected).reshape(-1)
-    if np.array_equal(flat_a.view(np.uint64), flat_e.view(np.uint64)):  # the same bits: as in compare
-        worst = (0,) * expected.ndim
-        return Comparison(
-            ok=True, message="within tolerance", total=total, max_abs=0.0, max_ulp=0.0, mae=0.0, snr_db=math.inf,
-            worst_index=worst, expected_at_worst=expected[worst], actual_at_worst=actual[worst], **base,
-        )  # fmt: skip
     parts = []  # per part: (nan_bad, inf_bad, finite, within by the float rule, ulps, zero_sign)
     for pa, pe in ((actual.real, expected.real), (actual.imag, expected.imag)):
         pa, pe = np.ascontiguousarray(pa, dtype=part), np.ascontiguousarray(pe, dtype=part)
-        a, e = pa.astype(np.float64), pe.astype(np.float64)
-        a_nan, e_nan, a_inf, e_inf = np.isnan(a), np.isnan(e), np.isinf(a), np.isinf(e)
-        finite = ~(e_nan | e_inf | a_nan | a_inf)
-        ulps = np.where(finite | (a == e), ulp_distance(pa, pe), np.inf)
-        ulps = np.where(e_nan & a_nan, 0.0, ulps)
-        with np.errstate(invalid="ignore", over="ignore"):
-            diff = np.where(finite, np.abs(a - e), 0.0)
-            within = diff <= tol.atol + tol.rtol * np.abs(e)
-            if tol.relative_floor:
-                within &= ~((e != 0) & (diff >= np.abs(e)))
-        within |= ulps <= tol.ulp
-        zero_sign = (a == 0) & (e == 0) & (np.signbit(a) != np.signbit(e)) if tol.signed_zero else np.zeros_like(finite)
-        parts.append((a_nan != e_nan, (e_inf & (a != e)) | (a_inf & ~e_inf), finite, within, ulps, zero_sign))
+        parts.append(_element_rule(pa, pe, tol)[:6])
     (re_nan, re_inf, re_fin, re_ok, re_ulp, re_zero), (im_nan, im_inf, im_fin, im_ok, im_ulp, im_zero) = parts
     a, e = actual.astype(np.complex128), expected.astype(np.complex128)
     finite = re_fin & im_fin
