@@ -18,6 +18,7 @@ order), as ExecuTorch's to_edge does; plain torch.export leaves none.
 
 from __future__ import annotations
 
+import collections
 import copy
 import functools
 import hashlib
@@ -469,17 +470,8 @@ def program_for(
     inputs = [t.value for t in call.inputs()]
     if not export:
         from_eager = like is not None and eager_describes_outputs(_resolve_op(call.op), like.returned)
-        try:
-            exported = build_program(call, like=like.returned if from_eager else None)
-        except Exception as exc:
-            if not _sized_at_run_time(exc):
-                raise
-            # An output whose size depends on the input's values (nonzero; index with a bool mask):
-            # torch.export gives it an unbacked size bounded by its range constraint. Static input
-            # sizes, so that the bound is a number the runtime can allocate (NUM-001).
-            export, dynamic = True, False
-        else:
-            return Program(exported, inputs, op=call.op, description=call.describe(), outputs_from_eager=from_eager)
+        exported = build_program(call, like=like.returned if from_eager else None)
+        return Program(exported, inputs, op=call.op, description=call.describe(), outputs_from_eager=from_eager)
     cache = cache or default_cache()
     shapes = [tuple(a.shape) for a in inputs]
 
@@ -585,6 +577,25 @@ def build_program(call: Call, *, like: Any = None):
     kernel's outputs, which cost more than the rest of the program (Python reference
     implementations for most ops); ``meta_program`` tells whether the two programs are the same.
     """
+    op = _resolve_op(call.op)
+    if _returns_data_dependent_scalar(op):
+        return _build_program(call, op, like, _symbolic_fake_mode())
+    try:
+        return _build_program(call, op, like, _fake_mode())
+    except Exception as exc:
+        if not _sized_at_run_time(exc):
+            raise
+    # An output whose size depends on the input's values (nonzero; index with a bool mask): an
+    # unbacked size, bounded by the program's range constraint, as torch.export gives it; the input
+    # sizes stay static, so the bound is a number the runtime can allocate (NUM-001).
+    return _build_program(call, op, None, _symbolic_fake_mode())
+
+
+def _build_program(call: Call, op, like: Any, mode):
+    """``build_program`` with the FakeTensorMode ``mode``: one with a ShapeEnv where an output is
+    data-dependent (a Scalar read from the data, a size computed from it). The unbacked symbols of
+    such outputs get what torch.export gives them: their bindings on the op's node, their value
+    ranges in the program's range constraints, and the runtime asserts of those ranges in the graph."""
     import operator
 
     import torch
@@ -598,9 +609,7 @@ def build_program(call: Call, *, like: Any = None):
         TensorArgument,
     )
 
-    op = _resolve_op(call.op)
     graph = torch.fx.Graph()
-    mode = _symbolic_fake_mode() if _returns_data_dependent_scalar(op) else _fake_mode()
     input_specs, state, fakes = [], {}, {}
     params = [t for t in call.tensors() if t.role == "parameter"]
     inputs = call.inputs()
@@ -655,7 +664,28 @@ def build_program(call: Call, *, like: Any = None):
         input_specs=input_specs,
         output_specs=[OutputSpec(OutputKind.USER_OUTPUT, output_argument(n), target=None) for n in results],
     )
-    program = assemble(graph, signature, state, real_inputs, program_results(out, [n.meta["val"] for n in mutated]))
+    shape_env = mode.shape_env
+    ranges = {}
+    if shape_env is not None:
+        from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings, free_unbacked_symbols
+
+        bindings = compute_unbacked_bindings(shape_env, out)
+        if bindings:
+            target.meta["unbacked_bindings"] = bindings
+        # the ranges of data-dependent sizes (what output_capacities allocates at); a Scalar output's
+        # symbol has none to give (torch.export lists it as unbounded)
+        sizes = [d for v in pytree.tree_leaves(out) if isinstance(v, torch.Tensor) for d in v.shape]
+        symbols = set().union(*(free_unbacked_symbols(d) for d in sizes if type(d) is not int))
+        ranges = {s: shape_env.var_to_range[s] for s in sorted(symbols, key=str)}
+    program = assemble(graph, signature, state, real_inputs, program_results(out, [n.meta["val"] for n in mutated]), ranges)
+    if ranges:
+        from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
+
+        # torch.export's tracing made (and dropped) a first size node and comparison of each bound, so
+        # the nodes its runtime asserts name in their messages are the second: sym_size_int_1, ge_1
+        for name in ("sym_size_int", "ge", "le"):
+            program.graph._graph_namespace.create_name(name, None)
+        insert_deferred_runtime_asserts(program.graph_module, shape_env, "built", export=True)
     assign_debug_handles(program)
     return program
 
@@ -699,7 +729,7 @@ def _symbolic_fake_mode():
     return FakeTensorMode(shape_env=ShapeEnv())
 
 
-def assemble(graph, signature, state: dict, real_inputs: list, out: Any):
+def assemble(graph, signature, state: dict, real_inputs: list, out: Any, range_constraints: dict | None = None):
     """The ExportedProgram of a graph built by the harness (a single-op or batch program, an op of a
     program run alone by conformance.localize): no range constraints or constants, the module
     call graph of a module called with the user inputs as positional arguments, returning ``out``.
@@ -736,7 +766,7 @@ def assemble(graph, signature, state: dict, real_inputs: list, out: Any):
                 graph=graph,
                 graph_signature=signature,
                 state_dict=state,
-                range_constraints={},
+                range_constraints=dict(range_constraints or {}),
                 module_call_graph=[ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec))],
                 example_inputs=(tuple(real_inputs), {}),
                 constants={},
@@ -944,19 +974,43 @@ def _outputs_follow_from_inputs(op) -> bool:
     return all(r.alias_info is None for r in op._schema.returns)
 
 
+EAGER_LAYS_OUT_AS_META = frozenset({
+    "aten.grid_sampler_2d.default",
+    "aten.upsample_bicubic2d.vec",
+    "aten.upsample_bilinear2d.vec",
+    "aten.upsample_trilinear3d.vec",
+    "aten.upsample_linear1d.vec",
+    "aten.embedding_dense_backward.default",
+    "aten._pdist_forward.default",
+})
+"""Ops whose eager CPU kernels lay out their outputs as PyTorch's meta kernel does in every call, dims of
+size 1 and empty outputs included (tests/harness/test_programs.py holds each to it, call by call, in
+every dtype of its spec), and whose meta kernel is a long Python decomposition: eager describes all of
+their outputs (``eager_describes_outputs``). A bicubic grid_sampler_2d's meta outputs cost 20 ms."""
+
+
+@functools.cache
+def _lays_out_as_meta(op) -> bool:
+    return op_name(op) in EAGER_LAYS_OUT_AS_META
+
+
 def eager_describes_outputs(op, returned) -> bool:
     """Whether eager's return value ``returned`` of ``op`` may describe a program's outputs
     (``build_program(call, like=returned)``): fresh CPU tensors of an op that makes fresh tensors,
     none empty and none with a dim of size 1. The strides of such dims say nothing of the layout,
     and there eager and the meta kernel often differ (in 307 of 33,242 calls of a full profile, all
     of them there; elsewhere they agreed on every stride), while a backend may still read them
-    (ExecuTorch derives a dim order from strides, and refuses a stride of 0)."""
+    (ExecuTorch derives a dim order from strides, and refuses a stride of 0). The ops of
+    ``EAGER_LAYS_OUT_AS_META`` are described whatever their outputs' sizes."""
     import torch
 
     leaves = returned if isinstance(returned, (list, tuple)) else (returned,)
-    return _returns_fresh_tensors(op) and all(
+    if not _returns_fresh_tensors(op):
+        return False
+    any_size = _lays_out_as_meta(op)
+    return all(
         isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.storage_offset() == 0
-        and t.numel() > 0 and 1 not in t.shape
+        and (any_size or (t.numel() > 0 and 1 not in t.shape))
         for t in leaves
     )
 
@@ -994,36 +1048,49 @@ def _output_meta(exported) -> list[tuple]:
 
 
 @functools.cache
-def _meta_kernel_decides(op) -> bool:
-    """Whether FakeTensorMode computes ``op``'s outputs by running its meta kernel on meta
-    tensors and nothing else (no decomposition, no special fake rule, no constructor logic):
-    then running that kernel on meta tensors directly gives the same outputs, without
-    FakeTensorMode's dispatch (its cache key, its argument checks), which cost more than the kernel."""
+def _meta_kernel(op):
+    """What FakeTensorMode runs for ``op`` on CPU FakeTensors, as a function of meta tensors that
+    gives the same outputs, or None where no such function stands in for it.
+
+    Where FakeTensorMode's own decision (fake_tensor.py, ``_dispatch_impl``) ends in the op's meta
+    kernel, that is the op itself on meta tensors; where it ends in a Python decomposition from
+    torch._decomp (grid_sampler_2d, the upsample ops, the norms' backward) or in the op's
+    CompositeImplicitAutograd decomposition, it is that decomposition on meta tensors. Each
+    decomposition is dozens of ATen calls, and FakeTensorMode's dispatch of each (its cache key,
+    its argument checks) costs more than the meta kernel it ends in: a grid_sampler_2d costs 24 ms
+    through FakeTensorMode, 2 ms on meta tensors. None for an op whose outputs are views or depend
+    on values, an op with a special fake rule or fake kernel, and a kernel that reads its inputs'
+    device (on meta tensors it would take another branch than on CPU FakeTensors).
+    tests/harness/test_programs.py holds every op spec's calls to FakeTensorMode's outputs."""
     import torch
-    from torch._decomp import meta_table
+    from torch._decomp import decomposition_table, meta_table
     from torch._subclasses.fake_impls import op_implementations_checks
+    from torch._subclasses.fake_tensor import torch_decomp_decompositions
 
     if not _outputs_follow_from_inputs(op):
-        return False  # a view among them: FakeTensorMode's output shares its input's storage
-    if not (op in meta_table or _fake_mode().cpp_meta_supports_symint(op)):
-        # FakeTensorMode's order (fake_tensor.py, _dispatch_impl): a Python decomposition from
-        # torch._decomp, else a CompositeImplicitAutograd one, else the meta kernel
-        from torch._decomp import decomposition_table
-        from torch._subclasses.fake_tensor import torch_decomp_decompositions
-
-        if op in decomposition_table and torch_decomp_decompositions(op):
-            return False
-        composite = torch._C.DispatchKey.CompositeImplicitAutograd
-        if composite in op.py_kernels or torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), composite):
-            return False
+        return None  # a view among them: FakeTensorMode's output shares its input's storage
     if any(check(op) for check, _ in op_implementations_checks):
-        return False
+        return None
     try:
         if torch._library.simple_registry.singleton.find(op.name()).fake_impl.kernel:
-            return False
+            return None
     except AttributeError:
-        return False
-    return not _meta_kernel_reads_device(meta_table.get(op))
+        return None
+    # FakeTensorMode's order: a Python meta kernel or a C++ one taking symbolic sizes; else a Python
+    # decomposition from torch._decomp; else a CompositeImplicitAutograd decomposition; else the
+    # op's meta kernel through the dispatcher
+    composite = torch._C.DispatchKey.CompositeImplicitAutograd
+    if op in meta_table or _fake_mode().cpp_meta_supports_symint(op):
+        kernel, reads_device = op, _meta_kernel_reads_device(meta_table.get(op))
+    elif op in decomposition_table and torch_decomp_decompositions(op):
+        kernel = decomposition_table[op]
+        reads_device = _decomposition_reads_device(kernel)
+    elif composite in op.py_kernels or torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), composite):
+        # in C++: its device logic, if any, is the dispatcher's, the same for both
+        kernel, reads_device = op.decompose, False
+    else:
+        kernel, reads_device = op, _meta_kernel_reads_device(meta_table.get(op))
+    return None if reads_device else kernel
 
 
 def _meta_kernel_reads_device(kernel) -> bool:
@@ -1037,6 +1104,46 @@ def _meta_kernel_reads_device(kernel) -> bool:
         return kernel is not None and "device_hint" in inspect.getsource(kernel)
     except (OSError, TypeError):
         return True  # no source to read: the slow path is the faithful one
+
+
+_DEVICE_BRANCHES_ALIKE = frozenset({
+    # Its CPU branch unbinds stacks of t (slices with t's sizes and strides), the other computes the
+    # same four weights elementwise from t: tensors laid out alike, so the bicubic modes of
+    # grid_sampler_2d and upsample_bicubic2d lay out their outputs alike on CPU and meta tensors.
+    "_upsample_get_cubic_coefficients",
+})
+"""Functions of torch._decomp that test their tensors' device in a way that changes no output's sizes,
+strides or dtype (``_decomposition_reads_device``; tests/harness/test_programs.py holds it call by call)."""
+
+
+def _decomposition_reads_device(function, _seen: set | None = None) -> bool:
+    """Whether a Python decomposition tells a CPU tensor from a meta one, itself or in a function of
+    torch._decomp it calls (the batch norm decompositions do, in native_batch_norm_helper: on CPU
+    the saved statistics of an evaluation are empty and in the input's dtype). A test for another
+    device (grid_sampler_2d's ``a.device.type in ("cuda", "xpu")``) is false on both."""
+    import inspect
+
+    seen = set() if _seen is None else _seen
+    function = inspect.unwrap(function)
+    if id(function) in seen or function.__name__ in _DEVICE_BRANCHES_ALIKE:
+        return False
+    seen.add(id(function))
+    try:
+        lines = inspect.getsource(function).splitlines()
+    except (OSError, TypeError):
+        return True  # no source to read: the slow path is the faithful one
+    for i, line in enumerate(lines):
+        if "device_hint" in line or ".is_cpu" in line:
+            return True
+        if ".device.type" in line or "device_type" in line or ".device ==" in line or ".device !=" in line:
+            around = " ".join(lines[i : i + 2])
+            compared = any(c in around for c in ("==", "!=", " in "))
+            if not compared or any(name in around for name in ('"cpu"', "'cpu'", '"meta"', "'meta'")):
+                return True
+    code = getattr(function, "__code__", None)
+    called = (function.__globals__.get(name) for name in (code.co_names if code else ()))
+    return any(_decomposition_reads_device(f, seen) for f in called
+               if inspect.isfunction(f) and f.__module__.startswith("torch._decomp"))
 
 
 def _fake_outputs(mode, op, args: tuple, kwargs: dict):
@@ -1054,7 +1161,17 @@ def _fake_outputs(mode, op, args: tuple, kwargs: dict):
         return a
 
     fake_args, fake_kwargs = pytree.tree_map(to_fake, args), pytree.tree_map(to_fake, kwargs)
-    if fakes and all(f.device.type == "cpu" for f in fakes) and _meta_kernel_decides(op):
+    kernel = _meta_kernel(op)
+    if fakes and all(f.device.type == "cpu" for f in fakes) and kernel is not None:
+        convert = mode.fake_tensor_converter.from_meta_and_device
+        cpu = torch.device("cpu")
+        # The outputs follow from the inputs' metadata and the other arguments alone (_meta_kernel):
+        # a call repeating them repeats its outputs (the edge set's calls of one shape differ in values).
+        key = _metadata_key(op, fake_args, fake_kwargs)
+        known = _META_OUTPUTS.get(key) if key is not None else None
+        if known is not None:
+            _META_OUTPUTS.move_to_end(key)
+            return pytree.tree_map_only(torch.Tensor, lambda t: convert(mode, t, cpu), known)
         metas: dict[int, Any] = {}
 
         def to_meta(a):
@@ -1068,15 +1185,17 @@ def _fake_outputs(mode, op, args: tuple, kwargs: dict):
             return a
 
         try:
-            out = op(*pytree.tree_map(to_meta, args), **pytree.tree_map(to_meta, kwargs))
+            out = kernel(*pytree.tree_map(to_meta, args), **pytree.tree_map(to_meta, kwargs))
         except Exception:  # noqa: BLE001 - FakeTensorMode below raises its own error, or decides otherwise
             out = None
         else:
             leaves = pytree.tree_leaves(out)
             if all(isinstance(t, torch.Tensor) and t.device.type == "meta" and all(t is not m for m in metas.values())
                    for t in leaves if isinstance(t, torch.Tensor)):
-                convert = mode.fake_tensor_converter.from_meta_and_device
-                cpu = torch.device("cpu")
+                if key is not None:
+                    _META_OUTPUTS[key] = out
+                    if len(_META_OUTPUTS) > 4096:
+                        _META_OUTPUTS.popitem(last=False)
                 return pytree.tree_map_only(torch.Tensor, lambda t: convert(mode, t, cpu), out)
     with mode:
         if op._schema.is_mutable:
@@ -1084,6 +1203,33 @@ def _fake_outputs(mode, op, args: tuple, kwargs: dict):
             # own value: torch.export's input keeps the shape it was given.
             fake_args, fake_kwargs = pytree.tree_map_only(torch.Tensor, torch.clone, (fake_args, fake_kwargs))
         return op(*fake_args, **fake_kwargs)
+
+
+_META_OUTPUTS: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
+"""The meta outputs ``_fake_outputs`` computed last (4,096 calls), by ``_metadata_key``."""
+
+
+def _metadata_key(op, args, kwargs) -> tuple | None:
+    """What the outputs of a call of ``op`` (one whose outputs follow from its inputs' metadata and its
+    other arguments) follow from: each tensor's sizes, strides, offset and dtype, every other value as
+    itself and its type (1, 1.0 and True differ). None where a value cannot be a key."""
+    import torch
+
+    def part(a):
+        if isinstance(a, torch.Tensor):
+            return (tuple(a.shape), tuple(a.stride()), a.storage_offset(), a.dtype)
+        if isinstance(a, (list, tuple)):
+            return (type(a), tuple(part(x) for x in a))
+        if isinstance(a, float):
+            return (float, repr(a))  # NaN equals nothing, -0.0 equals 0.0: their text tells them apart
+        return (type(a), a)
+
+    try:
+        key = (op, part(args), tuple((k, part(v)) for k, v in sorted(kwargs.items())))
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 @functools.cache
