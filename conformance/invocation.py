@@ -67,6 +67,11 @@ class Run:
         # pytest's unraisable-exception hook runs gc.collect five times when a session's process ends
         # (~1 s over a full certification's heap) to report unraisable exceptions nobody reads here.
         args += ["-p", "no:unraisableexception"]
+        # pytest's log capture walks every logger the process has (torch registers hundreds) as each
+        # phase of each check starts and ends: ~1.5 s of CPU over a full certification. Without it, a
+        # backend's warnings and errors still reach the report, as captured stderr (logging's own
+        # last-resort handler writes them there).
+        args += ["-p", "no:logging"]
         return args
 
 

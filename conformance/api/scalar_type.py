@@ -91,6 +91,11 @@ def numpy_dtype(name_or_code: str | int) -> np.dtype:
 
 def dtype_name(value: int | np.dtype | type | object) -> str:
     """The spec name of a ScalarType code, a NumPy dtype, or a torch dtype."""
+    if isinstance(value, np.dtype):
+        # the common case, first: a dtype's str() is Python code in NumPy, a dict lookup is not
+        name = _NAME_BY_NUMPY.get(value)
+        if name is not None:
+            return name
     if isinstance(value, (int, ScalarType)) and not isinstance(value, bool):
         try:
             return _NAME_BY_CODE[ScalarType(value)]
