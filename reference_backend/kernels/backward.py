@@ -180,8 +180,10 @@ def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, pad
         raise ValueError(f"{op}: indices {list(indices.shape)} and grad_output {list(grad_output.shape)} differ in shape")
     planes, lead = _planes(self, 2, op)
     plane = math.prod(planes.shape[1:])
-    grad = grad_output.reshape(planes.shape[0], -1)
-    index = indices.reshape(planes.shape[0], -1)
+    # each plane's outputs in a row (an empty batch has no planes: -1 cannot infer a row's length)
+    outputs_per_plane = math.prod(grad_output.shape[-2:])
+    grad = grad_output.reshape(planes.shape[0], outputs_per_plane)
+    index = indices.reshape(planes.shape[0], outputs_per_plane)
     if index.size and (index.min() < 0 or index.max() >= plane):
         raise IndexError(f"{op}: an index is outside the input plane of {plane} elements")
     # One flat buffer; each plane's indices offset into its own range. add.at adds duplicates in

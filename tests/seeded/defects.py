@@ -1161,6 +1161,22 @@ def _max_pool_zero_padding(self, kernel_size, stride=(), padding=(0,), dilation=
 defect("max_pool_pads_with_zero", ["NUM-001"], runtime=_with("aten.max_pool2d.default", _max_pool_zero_padding))
 
 
+_max_pool_backward = KERNELS["aten.max_pool2d_with_indices_backward.default"]
+
+
+def _max_pool_backward_by_rows(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    """A kernel that views the gradient as one row per plane with reshape(planes, -1): an empty batch
+    has no planes, and -1 cannot be inferred (the reference's own kernel had this bug until the
+    backward ops' edge set reached it)."""
+    x = np.asarray(self)
+    np.asarray(grad_output).reshape(int(np.prod(x.shape[:-2])), -1)
+    return _max_pool_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
+
+
+defect("max_pool_backward_fails_on_an_empty_batch", ["NUM-001"],
+       runtime=_with("aten.max_pool2d_with_indices_backward.default", _max_pool_backward_by_rows))
+
+
 class ReadsBuffersAsContiguous(ReferenceRuntime):
     """Reads every input tensor's memory as if it were C-contiguous, ignoring its strides."""
 
