@@ -1186,6 +1186,11 @@ def _fake_outputs(mode, op, args: tuple, kwargs: dict):
 
         try:
             out = kernel(*pytree.tree_map(to_meta, args), **pytree.tree_map(to_meta, kwargs))
+            if isinstance(out, tuple) and type(out) is not tuple:
+                # a decomposition's named tuple (return_types_log_sigmoid_forward): through the
+                # dispatcher, as under FakeTensorMode, the op returns a plain one (a program's output
+                # spec must be one torch.export.save can write)
+                out = tuple(out)
         except Exception:  # noqa: BLE001 - FakeTensorMode below raises its own error, or decides otherwise
             out = None
         else:

@@ -141,8 +141,8 @@ def _through_a_decomposition(name: str) -> bool:
 @pytest.mark.parametrize("name", [n for n in sorted(SPECS.all_op_names()) if _through_a_decomposition(n)])
 def test_a_decomposition_on_meta_tensors_gives_what_fake_tensor_mode_gives(name, monkeypatch):
     """The builder runs an op's decomposition on meta tensors (``programs._meta_kernel``) where
-    FakeTensorMode would run it on FakeTensors: the same outputs, sizes, strides, offsets and dtypes,
-    for the directed calls of the op in every dtype its spec lists (a decomposition that tells CPU
+    FakeTensorMode would run it on FakeTensors: the same outputs, sizes, strides, offsets and dtypes, in
+    the same container (a plain tuple where a decomposition returns a named one), for the directed calls of the op in every dtype its spec lists (a decomposition that tells CPU
     from meta would differ here: the batch norms' do, and are left to FakeTensorMode)."""
     spec = SPECS.op(name)
 
@@ -151,8 +151,10 @@ def test_a_decomposition_on_meta_tensors_gives_what_fake_tensor_mode_gives(name,
             program = build_program(call)
         except Exception as exc:  # noqa: BLE001 - both ways must refuse alike
             return type(exc).__name__
-        return [(tuple(v.shape), tuple(v.stride()), v.storage_offset(), v.dtype)
-                for v in (n.meta["val"] for n in program.graph.output_node().args[0])]
+        target = next(n for n in program.graph.nodes if n.op == "call_function")
+        return type(target.meta["val"]), str(program.call_spec.out_spec), [
+            (tuple(v.shape), tuple(v.stride()), v.storage_offset(), v.dtype)
+            for v in (n.meta["val"] for n in program.graph.output_node().args[0])]
 
     for dtype in spec.dtypes:
         strategy = calls(spec, dtype, name)
