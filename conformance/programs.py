@@ -731,7 +731,8 @@ def _symbolic_fake_mode():
 
 def assemble(graph, signature, state: dict, real_inputs: list, out: Any, range_constraints: dict | None = None):
     """The ExportedProgram of a graph built by the harness (a single-op or batch program, an op of a
-    program run alone by conformance.localize): no range constraints or constants, the module
+    program run alone by conformance.localize): no constants, range constraints only those given
+    (a data-dependent output size's, ``build_program``), the module
     call graph of a module called with the user inputs as positional arguments, returning ``out``.
 
     Its GraphModule generates its Python code when first used (torch.fx's ``_LazyGraphModule``,
