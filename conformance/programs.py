@@ -721,8 +721,9 @@ def _returns_data_dependent_scalar(op) -> bool:
 
 
 def _symbolic_fake_mode():
-    """A FakeTensorMode with its own ShapeEnv, for one program whose output is a data-dependent Scalar:
-    a fresh one each time, so the program's symbol is u0 (zuf0 for a float), as torch.export names it."""
+    """A FakeTensorMode with its own ShapeEnv, for one program whose output is data-dependent (a Scalar
+    read from the data, a size computed from it): a fresh one each time, so the program's symbol is u0
+    (zuf0 for a float), as torch.export names it."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 

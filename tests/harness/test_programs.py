@@ -16,6 +16,7 @@ graph, and the reference backend's outputs are bit-identical call for call.
 from __future__ import annotations
 
 import copy
+import itertools
 import re
 
 import numpy as np
@@ -142,8 +143,9 @@ def _through_a_decomposition(name: str) -> bool:
 def test_a_decomposition_on_meta_tensors_gives_what_fake_tensor_mode_gives(name, monkeypatch):
     """The builder runs an op's decomposition on meta tensors (``programs._meta_kernel``) where
     FakeTensorMode would run it on FakeTensors: the same outputs, sizes, strides, offsets and dtypes, in
-    the same container (a plain tuple where a decomposition returns a named one), for the directed calls of the op in every dtype its spec lists (a decomposition that tells CPU
-    from meta would differ here: the batch norms' do, and are left to FakeTensorMode)."""
+    the same container (a plain tuple where a decomposition returns a named one), for the first eight
+    directed calls of the op (three of each kind of case) in every dtype its spec lists (a decomposition
+    that tells CPU from meta would differ here: the batch norms' do, and are left to FakeTensorMode)."""
     spec = SPECS.op(name)
 
     def outputs(call):
@@ -157,9 +159,7 @@ def test_a_decomposition_on_meta_tensors_gives_what_fake_tensor_mode_gives(name,
             for v in (n.meta["val"] for n in program.graph.output_node().args[0])]
 
     for dtype in spec.dtypes:
-        strategy = calls(spec, dtype, name)
-        drawn = [c for c in (draw_directed(strategy, d, name, dtype)[0] for group in plan(spec, dtype) for d in group[:3]) if c is not None]
-        for call in drawn[:8]:
+        for call in itertools.islice(_planned_calls(name, dtype, per_group=3), 8):
             fast = outputs(call)
             with monkeypatch.context() as m:
                 m.setattr(programs, "_meta_kernel", lambda op: None)
@@ -192,12 +192,9 @@ def test_eager_lays_out_the_outputs_of_the_listed_ops_as_their_meta_kernel(name)
         compared += 1
 
     for dtype in spec.dtypes:
+        for call in _planned_calls(name, dtype):
+            check(call)
         strategy = calls(spec, dtype, name)
-        for group in plan(spec, dtype):
-            for directive in group:
-                call, _ = draw_directed(strategy, directive, name, dtype)
-                if call is not None:
-                    check(call)
 
         @settings(max_examples=15, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
         @given(data=st.data())
@@ -260,20 +257,21 @@ BATCHED_OPS = (
 )
 
 
-def _directed_calls(name: str, dtype: str = "float32", limit: int = 6) -> list:
-    """The first ``limit`` calls of a NUM check's directed plan that build and run alone on the reference."""
+def _planned_calls(name: str, dtype: str, per_group: int | None = None):
+    """The calls of a NUM check's directed plan for ``name`` in ``dtype``, in plan order (the first
+    ``per_group`` directives of each group), skipping the directives that do not apply to the op."""
     spec = SPECS.op(name)
     strategy = calls(spec, dtype, name)
-    out = []
     for group in plan(spec, dtype):
-        for directive in group:
+        for directive in group[:per_group]:
             call, _ = draw_directed(strategy, directive, name, dtype)
-            if call is None or _alone(call) is None:
-                continue
-            out.append(call)
-            if len(out) == limit:
-                return out
-    return out
+            if call is not None:
+                yield call
+
+
+def _directed_calls(name: str, dtype: str = "float32", limit: int = 6) -> list:
+    """The first ``limit`` calls of a NUM check's directed plan that build and run alone on the reference."""
+    return list(itertools.islice((c for c in _planned_calls(name, dtype) if _alone(c) is not None), limit))
 
 
 def _alone(call):
