@@ -63,6 +63,7 @@ REAL_BACKENDS = (
     "executorch-portable",
     "torch-lazy-ts",
     "torch-aoti",
+    "torch-eager",
     "torchscript-backend-with-compiler-demo",
     "torchscript-test-backend",
 )

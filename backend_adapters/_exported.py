@@ -1,6 +1,6 @@
-"""What the torch.lazy and AOTInductor adapters share: an ExportedProgram's calling convention.
+"""What the torch.lazy, AOTInductor and torch-eager adapters share: an ExportedProgram's calling convention.
 
-Both backends run a whole ``torch.export`` program, so ``execute`` checks its
+These backends run a whole ``torch.export`` program, so ``execute`` checks its
 arguments against the program's own signature (user inputs: dtype, rank, static
 sizes, one value per symbolic size; user outputs: count) and copies the results
 into the pre-allocated outputs. Nothing here knows about a particular backend.
