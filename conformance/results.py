@@ -113,6 +113,97 @@ def _field(description: str, schema: dict[str, Any], *, report: bool = True, def
     return field(default=default, metadata=metadata)
 
 
+def _object_schema(cls) -> dict[str, Any]:
+    """The JSON Schema of a record whose every field carries its description and schema (``_field``)."""
+    fields_ = dataclasses.fields(cls)
+    return {
+        "type": "object",
+        "required": [f.name for f in fields_],
+        "additionalProperties": False,
+        "properties": {f.name: {**f.metadata["schema"], "description": f.metadata["description"]} for f in fields_},
+    }
+
+
+@dataclass(frozen=True)
+class KindCount:
+    """How many failing cases of one outcome had a kind of case, out of every case of that kind run."""
+
+    kind: str = _field(
+        "a kind of case: Call.features (empty, 0-d, rank N, mixed dtypes, broadcasting, large), a kind of input or "
+        "expected value (NaN inputs, infinite inputs, subnormal inputs, subnormal expected), where the case came from "
+        "(edge set: <directed kind>, hypothesis draw) or its input layout (inputs <layout>)",
+        {"type": "string"}, default="",
+    )
+    failed: int = _field("failing cases of the outcome that are of this kind", {"type": "integer", "minimum": 0}, default=0)
+    of: int = _field("cases of this kind the check ran on the backend, failing or not", {"type": "integer", "minimum": 0}, default=0)
+
+
+@dataclass(frozen=True)
+class FailureKind:
+    """One way the cases of a failing check went wrong, and the kinds of case it happened on."""
+
+    outcome: str = _field(
+        "what went wrong: for MISMATCH the kind of element violation (NaN mismatch, infinity mismatch, finite beyond "
+        "tolerance, zero of the wrong sign, wrong shape, wrong dtype, law violated); else the stage "
+        "(preprocess failed, init failed, execute failed, contract violation)",
+        {"type": "string"}, default="",
+    )
+    cases: int = _field("failing cases with this outcome", {"type": "integer", "minimum": 1}, default=0)
+    kinds: tuple[KindCount, ...] = _field(
+        "the kinds of those cases: those every one of them has first, most specific (failed / of) first",
+        {"type": "array", "items": _object_schema(KindCount)}, factory=tuple,
+    )
+
+
+@dataclass(frozen=True)
+class FailureSummary:
+    """A failing NUM check's failures by kind: it runs its remaining cases after the first failure
+    (within ``budget_s``), as it summarizes refusals; the verdict stays the first failure's."""
+
+    failed: int = _field("failing cases", {"type": "integer", "minimum": 1}, default=0)
+    ran: int = _field("cases run on the backend, failing or matching (refusals not counted)", {"type": "integer", "minimum": 0}, default=0)
+    after_first: int = _field("cases run after the first failure", {"type": "integer", "minimum": 0}, default=0)
+    budget_s: float = _field(
+        "seconds the check may run after its first failure (a quarter of the per-check timeout, at most 30)",
+        {"type": "number", "minimum": 0}, default=0.0,
+    )
+    cut_short: bool = _field("whether the budget ended the check before its remaining cases", {"type": "boolean"}, default=False)
+    outcomes: tuple[FailureKind, ...] = _field(
+        "the failing cases by outcome, most frequent first", {"type": "array", "items": _object_schema(FailureKind)}, factory=tuple
+    )
+    summary: str = _field("the same in words (``words``)", {"type": "string"}, default="")
+
+    def outcome_words(self) -> str:
+        """"NaN mismatch in 3 (NaN inputs 3 of 3); execute failed in 2 (most: rank 1 2 of 9, ...)": per
+        outcome, the kinds every one of its cases has (up to three), else its two commonest kinds."""
+        parts = []
+        for o in self.outcomes:
+            shared = [k for k in o.kinds if k.failed == o.cases][:3]
+            kinds = ", ".join(f"{k.kind} {k.failed} of {k.of}" for k in shared or o.kinds[:2])
+            parts.append(f"{o.outcome} in {o.cases} ({'' if shared else 'most: '}{kinds})" if kinds else f"{o.outcome} in {o.cases}")
+        return "; ".join(parts)
+
+    def words(self) -> str:
+        """"5 of 32 cases failed (29 run after the first): " and ``outcome_words``."""
+        cut = f"; cut short by its {self.budget_s:g} s budget" if self.cut_short else ""
+        return f"{self.failed} of {self.ran} cases failed ({self.after_first} run after the first{cut}): {self.outcome_words()}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **{f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "outcomes"},
+            "outcomes": [
+                {"outcome": o.outcome, "cases": o.cases, "kinds": [dataclasses.asdict(k) for k in o.kinds]} for o in self.outcomes
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FailureSummary:
+        outcomes = tuple(
+            FailureKind(o["outcome"], o["cases"], tuple(KindCount(**k) for k in o.get("kinds", ()))) for o in data.get("outcomes", ())
+        )
+        return cls(**{**data, "outcomes": outcomes})
+
+
 @dataclass
 class CaseResult:
     """What one check found: the one record a check produces, the journals and results documents
@@ -154,6 +245,10 @@ class CaseResult:
     measurements: dict[str, Any] = _field("values that vary run to run (memory growth)", {"type": "object"}, factory=dict)
     duration_s: float | None = _field("seconds the check took", {"type": "number", "minimum": 0})
     replay: str | None = _field("a command that replays a failing example", {"type": "string"})
+    failures: FailureSummary | None = _field(
+        "a failing NUM check's failing cases by kind (the category and message are its first failure's)",
+        _object_schema(FailureSummary),
+    )
     backend: str | None = _field("the backend as the run named it", {"type": "string"}, report=False)
     nodeid: str | None = _field("pytest's node id of the check", {"type": "string"}, report=False)
     phase: str | None = _field("pytest's phase the record comes from (setup, call, teardown)", {"type": "string"}, report=False)
@@ -163,6 +258,8 @@ class CaseResult:
     def __post_init__(self):
         if not isinstance(self.category, Category):
             self.category = Category(self.category)
+        if isinstance(self.failures, Mapping):
+            self.failures = FailureSummary.from_json(self.failures)
 
     @property
     def family(self) -> str | None:
@@ -176,7 +273,7 @@ class CaseResult:
             if name not in known:
                 raise TypeError(f"CaseResult has no field {name!r}")
             setattr(self, name, value)
-        if "category" in fields:
+        if "category" in fields or "failures" in fields:
             self.__post_init__()
 
     def to_json(self, *, transport: bool = False) -> dict[str, Any]:
@@ -189,6 +286,8 @@ class CaseResult:
             value = getattr(self, f.name)
             if f.name in self.REQUIRED:
                 out[f.name] = value.value if isinstance(value, Category) else value
+            elif isinstance(value, FailureSummary):
+                out[f.name] = value.to_json()
             elif value is not None and value != {} and value != "":
                 out[f.name] = value
         return out

@@ -46,7 +46,7 @@ from conformance.report.markdown import (
     performance_table,
     quantized_table,
 )
-from conformance.results import COLOURS, FAILURES, INCONCLUSIVE, Category
+from conformance.results import COLOURS, FAILURES, INCONCLUSIVE, Category, FailureSummary
 from conformance.specs import FAMILIES
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
@@ -293,9 +293,25 @@ def _failures_first(report: Mapping[str, Any]) -> dict[str, Any] | None:
                 "inputs": inputs,
                 "replay": replay,
                 "artifacts": [(href, href.rpartition("/")[2]) for href in artifacts],
+                "failures": _failure_kinds(r.get("failures")),
             }
         )
     return {"rows": shown, "more": max(len(rows) - MAX_FAILURES_FIRST, 0)}
+
+
+def _failure_kinds(found: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A failing check's failures by kind (``FailureSummary``): the counts, and per outcome the kinds
+    every one of its cases has (else its commonest), each as failing of run."""
+    if not found:
+        return None
+    f = FailureSummary.from_json(found)
+    outcomes = []
+    for o in f.outcomes:
+        shared = [k for k in o.kinds if k.failed == o.cases][:3]
+        outcomes.append({"outcome": o.outcome, "cases": o.cases, "all": bool(shared),
+                         "kinds": [(k.kind, k.failed, k.of) for k in shared or o.kinds[:2]]})
+    return {"failed": f.failed, "ran": f.ran, "after_first": f.after_first, "cut_short": f.cut_short, "budget_s": f"{f.budget_s:g}",
+            "outcomes": outcomes}
 
 
 def _verdict(report: Mapping[str, Any], state: str) -> dict[str, Any]:

@@ -133,6 +133,8 @@ def _details(r: CaseResult) -> str:
     for key in ("max_abs", "max_ulp", "mae", "snr_db", "worst_index", "expected_at_worst", "actual_at_worst"):
         if key in r.stats:
             lines.append(f"{key}: {r.stats[key]}")
+    if r.failures is not None:
+        lines.append(f"failing cases: {r.failures.summary}")
     if r.replay:
         lines.append(f"replay: {r.replay}")
     return "\n".join(lines)

@@ -111,6 +111,18 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
         lines += [tabulate(rows, headers=["check", "category", "message", "replay"], tablefmt="github"), ""]
         if len(failures) > max_failures:
             lines += [f"... and {len(failures) - max_failures} more in report.json.", ""]
+        by_kind = failures_by_kind(report)
+        if by_kind:
+            lines += [
+                "### Failing cases by kind",
+                "",
+                "A failing op x dtype check runs its remaining cases (edge set, layouts, hypothesis draws) within a budget of time "
+                "after its first failure, which stays its verdict and its replay. Each outcome is listed with the kinds of case "
+                "every one of its failures has (failing of run), or else its commonest.",
+                "",
+                tabulate(by_kind, headers=["op", "dtype", "result", "failed / ran", "ran after the first", "by outcome"], tablefmt="github"),
+                "",
+            ]
     depth = numerics_depth(report)
     if depth["checks"]:
         lines += [
@@ -244,6 +256,18 @@ def supported_domain(report: Mapping[str, Any]) -> list[tuple]:
         if r.family == "NUM" and int(stats.get("refused") or 0) > 0:
             summary = str(stats.get("refusal_summary", "")).partition(": ")[2]
             rows.append((_cell(r.op or ""), r.dtype or "", r.category.value, int(stats.get("compared") or 0), int(stats["refused"]), _cell(summary)))
+    return sorted(rows)
+
+
+def failures_by_kind(report: Mapping[str, Any]) -> list[tuple]:
+    """(op, dtype, category, failed / ran, ran after the first, outcomes) of every check with a failure summary."""
+    rows = []
+    for r in records(report["results"]):
+        f = r.failures
+        if f is None:
+            continue
+        after = f"{f.after_first}" + (f" (cut short: {f.budget_s:g} s budget)" if f.cut_short else "")
+        rows.append((_cell(r.op or r.id), r.dtype or "", r.category.value, f"{f.failed} / {f.ran}", after, _cell(f.outcome_words())))
     return sorted(rows)
 
 
