@@ -13,8 +13,16 @@ deterministic draw:
   scalar operand too;
 - ``large``: one input of at least 65,536 elements in a non-trivial shape, with values
   spread over the whole domain (wide magnitudes where naive formulas overflow);
+- ``large_finite`` (ops that accumulate): a finite large input of ordinary values whose last dim
+  is LONG_SIDE long, reduced along it where the op takes a dim, so a wrong sum of thousands of
+  finite terms shows (the ``large`` input holds NaN and infinities, which hide it);
+- ``spread`` (ops whose spec sets ``params.spread``: softmax, logsumexp, the norms): finite values
+  spread over [-spread, spread] on a real-world shape, along its last dim, where exp without the
+  max subtracted, or a variance without the mean subtracted, fails;
 - ``empty`` and ``scalar``: a zero-size and a 0-d tensor;
-- ``attr``: every allowed value of every attribute of the spec;
+- ``attr``: every allowed value of every attribute of the spec, each meeting the edge values;
+- ``pairwise``: every pair of values of two attributes in some case (a covering design of the
+  attributes' values, not their product), on a real-world shape with ordinary values;
 - ``dim``: every dim of every rank (the last spelled -1), on a non-empty input;
 - ``broadcast``: every broadcast pattern of each operand (missing, size-1 leading and
   trailing dims, a 0-d operand, the outer product), on non-empty inputs;
@@ -27,13 +35,20 @@ The strategy helpers (``values.arrays``, ``values.scalars``, ``shapes.shapes``,
 and record what they consumed. A directive whose forced parts the signature never asked
 for does not apply to that op (pooling draws its own shapes, for example): the check
 reports it as not applied, never as passed.
+
+Every case is non-empty and finite unless emptiness or a special value is its point: only the
+``empty`` case holds a zero-size tensor (a draw that gives another case one is drawn again, with
+another seed), and only ``values``, ``large`` and ``scalar`` hold NaN and infinities.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import hashlib
+import itertools
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from random import Random
@@ -53,6 +68,14 @@ two dims changes the result's shape or values."""
 MAX_DIRECTED_RANK = 4
 MODEL_SHAPES = {4: (2, 16, 14, 14), 3: (2, 16, 64), 2: (16, 64), 1: (64,)}
 """Real-world activations: NCHW with 16 channels (rank 4), batch x sequence x hidden (rank 3)."""
+LONG_SIDE = 4_099
+"""The last side of the ``large_finite`` input: the length of the reductions it checks."""
+LONG_SHAPES = {1: (65_537,), 2: (17, LONG_SIDE), 3: (2, 9, LONG_SIDE), 4: (2, 3, 3, LONG_SIDE)}
+"""Large shapes (at least LARGE_ELEMENTS) whose last dim is LONG_SIDE long."""
+SPREAD_RANK = 3
+"""The ``spread`` case's real-world shape: MODEL_SHAPES[3], batch x sequence x hidden."""
+NONEMPTY_TRIES = 16
+"""Draws a case other than ``empty`` gets to give non-empty inputs before it counts as not applied."""
 MODEL_SIZES = {"batch": 2, "channels": 16, "out_channels": 32, "side": 14, "seq": 16, "hidden": 64, "out_features": 32, "kernel": 3}
 """The sizes the hand-drawn signatures (convolution, matmul, pooling) take under a ``model`` directive."""
 
@@ -62,12 +85,14 @@ class Directive:
     """One deterministic case of a NUM check."""
 
     kind: str
-    """values, large, empty, scalar, attr, dim, broadcast, model: the report counts cases by kind."""
+    """specs.EDGE_KINDS (values, large, large_finite, spread, empty, scalar, attr, pairwise, dim,
+    broadcast, model): the report counts cases by kind."""
     label: str
     values: str | None = None
-    """edges (the domain's edge values) or spread (the whole domain), for data operands."""
+    """edges (the domain's edge values), spread (the whole domain), typical (ordinary values) or wide
+    (uniform over [-spread, spread]), for data operands."""
     shape: str | None = None
-    """edges, large, empty, scalar, rank or model: what shapes() and broadcast_shapes() return."""
+    """edges, large, long, empty, scalar, rank or model: what shapes() and broadcast_shapes() return."""
     rank: int | None = None
     attrs: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     dim: int | None = None
@@ -81,6 +106,11 @@ class Directive:
     dtypes: str | None = None
     """"same": every operand in the check's dtype; "mixed": the signature's other operands in another
     of the op's dtypes (type promotion); None: as the signature draws them."""
+    spread: float | None = None
+    """The half-width of ``wide`` values."""
+    optional: frozenset[str] = frozenset()
+    """Forced parts the signature takes where it can, without which the case still applies ("shape":
+    a signature that draws its own shapes takes the case on them; "dim": an op without a dim)."""
 
     def required(self) -> set[str]:
         """The parts a signature must consume for the directive to apply."""
@@ -98,7 +128,7 @@ class Directive:
             need.add("scalar")
         if self.dtypes == "mixed":
             need.add("mixed dtypes")
-        return need
+        return need - self.optional
 
 
 @dataclass
@@ -147,6 +177,41 @@ def mixed_dtypes() -> bool:
     return current is not None and current.directive.dtypes == "mixed"
 
 
+def edge_shape(kinds: tuple[str, ...] = ("edges", "empty", "large", "long")) -> str | None:
+    """The shape directive in force among ``kinds`` (marked consumed), for signatures that draw their
+    own shapes (convolution, the normalizations, matrix products) and build each case's shape
+    themselves: edges (room for every edge value), empty (a zero batch), large (LARGE_ELEMENTS), long
+    (large, with LONG_SIDE terms in each sum); None otherwise."""
+    current = _ACTIVE.get()
+    if current is None or current.directive.shape not in kinds:
+        return None
+    current.consumed.add("shape")
+    return current.directive.shape
+
+
+def forced_attrs() -> Mapping[str, Any]:
+    """The attribute values the directive in force fixes (empty outside directives)."""
+    current = _ACTIVE.get()
+    return current.directive.attrs if current is not None else MappingProxyType({})
+
+
+@contextlib.contextmanager
+def ordinary_values() -> Iterator[None]:
+    """Within: data operands take ordinary values though the directive in force asks for edge values
+    or a wide spread (a convolution's weights, a normalization's affine parameters: the case is about
+    the input, see specs/README.md)."""
+    current = _ACTIVE.get()
+    if current is None or current.directive.values not in ("edges", "wide"):
+        yield
+        return
+    shadow = _Active(dataclasses.replace(current.directive, values="typical"), current.consumed)
+    token = _ACTIVE.set(shadow)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
 def consume(part: str) -> None:
     current = _ACTIVE.get()
     if current is not None:
@@ -175,8 +240,25 @@ def draw_directed(strategy, directive: Directive, *key: Any) -> tuple[Any, set[s
     the same op, dtype and directive give the same call in every process. This drives
     hypothesis' own ConjectureData directly (one draw, no test engine): hypothesis is pinned
     in pyproject.toml and tests/harness/test_directed.py guards the internals this relies on.
+
+    A case other than ``empty`` whose call holds a zero-size tensor compares nothing: it is drawn
+    again with another seed, up to NONEMPTY_TRIES times, and does not apply ("nonempty") if every
+    draw holds one. A case whose shape is optional and that the op's signature cannot draw on that
+    shape is drawn on the signature's own shapes.
     """
-    data = ConjectureData(random=Random(_seed(*key, directive.label)), max_choices=1_000_000)
+    for attempt in range(NONEMPTY_TRIES):
+        call, missing = _draw_once(strategy, directive, key, attempt)
+        if call is None and directive.shape is not None and "shape" in directive.optional:
+            # the forced shape does not fit this op (a model's image for a 1-d pooling): its own shapes
+            return draw_directed(strategy, dataclasses.replace(directive, shape=None, rank=None), *key)
+        if call is None or directive.kind == "empty" or all(t.value.size for t in call.tensors()):
+            return call, missing
+    return None, {"nonempty"}
+
+
+def _draw_once(strategy, directive: Directive, key: tuple, attempt: int) -> tuple[Any, set[str]]:
+    seed = _seed(*key, directive.label) if attempt == 0 else _seed(*key, directive.label, attempt)
+    data = ConjectureData(random=Random(seed), max_choices=1_000_000)
     with _directing(directive) as state, BuildContext(data, is_final=True, wrapped_test=None):
         try:
             call = data.draw(strategy)
@@ -228,15 +310,38 @@ def plan(spec, dtype: str) -> list[list[Directive]]:
         [Directive("values", "edge values, special scalar operand", values="edges", shape="edges", round=1, dtypes="same")],
         [Directive("values", "edge values, operands of mixed dtypes", values="edges", shape="edges", dtypes="mixed")],
         [Directive("large", f"large input (>= {LARGE_ELEMENTS} elements, whole domain)", values="spread", shape="large")],
+    ]
+    if spec.accumulates:
+        # The large input above holds NaN and infinities, so a reduction compares NaN with NaN: a
+        # wrong sum of finite values shows only beside it, over thousands of ordinary terms.
+        groups.append([Directive(
+            "large_finite", f"large finite input, sums of {LONG_SIDE} terms or more", values="typical",
+            shape="long", dim=-1, optional=frozenset({"dim"}), dtypes="same",
+        )])
+    spread = spec.params.get("spread")
+    if spread:
+        groups.append([Directive(
+            "spread", f"finite values spread over [-{spread:g}, {spread:g}] along the last dim", values="wide",
+            spread=float(spread), shape="model", rank=SPREAD_RANK, dim=-1, optional=frozenset({"dim"}), dtypes="same",
+        )])
+    groups += [
         [Directive("empty", "empty tensor", shape="empty")],
         [Directive("scalar", "0-d tensor of edge values", values="edges", shape="scalar")],
     ]
-    # Coverage directives use ordinary values: they are about the attribute, the dim or the pattern.
+    # Each attribute value meets the edge values (on the edge-values shape where the signature takes
+    # it), the other attributes at their plain (first) values.
     for key, choices in spec.attrs.items():
         groups.append([
-            Directive("attr", f"{key}={value!r}", values="typical", attrs=MappingProxyType({key: value}), first_attrs=False)
+            Directive(
+                "attr", f"{key}={value!r}, edge values", values="edges", shape="edges", dtypes="same",
+                attrs=MappingProxyType({key: value}), optional=frozenset({"shape"}),
+            )
             for value in choices
         ])
+    # Attribute interactions: every pair of values of two attributes, in ordinary values on a
+    # real-world shape (the signature's own shapes where it takes none).
+    if spec.attrs:
+        groups.append(pairwise(spec, dtype))
     # Every dim of every rank once, the last spelled -1 and the others non-negative, so each rank
     # also meets a negative dim.
     groups.append([
@@ -250,3 +355,73 @@ def plan(spec, dtype: str) -> list[list[Directive]]:
     ])
     skipped = getattr(spec, "skip_edges", {})
     return [[d for d in group if d.kind not in skipped] for group in groups if group]
+
+
+# ---------------------------------------------------------------------------------------------
+# Pairwise attributes
+
+PAIRWISE_CHECKS = 160
+"""Draws the pairwise design may spend per op x dtype finding out which rows the signature takes."""
+_CANDIDATES = 4_096
+"""Up to this many rows the design picks from the whole product of the values; beyond, from as many
+rows drawn at random (seeded) per step."""
+
+
+def _pair_row(spec, row: Mapping[str, Any]) -> Directive:
+    label = "pairwise " + ", ".join(f"{k}={v!r}" for k, v in row.items())
+    return Directive(
+        "pairwise", label, values="typical", shape="model", rank=4, attrs=MappingProxyType(dict(row)),
+        first_attrs=False, optional=frozenset({"shape"}),
+    )
+
+
+def pairwise(spec, dtype: str) -> list[Directive]:
+    """Rows of a pairwise covering design of the spec's attribute values: every pair of values of two
+    attributes appears in some row the op's signature takes (tried by drawing it: a transposed
+    convolution's output_padding needs a stride or dilation above it), each row forcing every
+    attribute. Greedy (AETG): each step takes the row that covers most pairs not yet covered. With
+    one attribute, a row per value. A pair no row the signature takes can hold is left out."""
+    from . import calls
+
+    keys = list(spec.attrs)
+    sizes = [len(spec.attrs[k]) for k in keys]
+    if len(keys) == 1:  # the first value met the real-world shapes in the ``model`` cases
+        return [_pair_row(spec, {keys[0]: v}) for v in spec.attrs[keys[0]][1:]]
+    strategy = calls(spec, dtype, spec.name)
+
+    def row_of(index: tuple[int, ...]) -> dict:
+        return {k: spec.attrs[k][i] for k, i in zip(keys, index)}
+
+    def pairs_of(index: tuple[int, ...]) -> set:
+        return {(a, index[a], b, index[b]) for a in range(len(keys)) for b in range(a + 1, len(keys))}
+
+    uncovered = {
+        (a, i, b, j) for a in range(len(keys)) for b in range(a + 1, len(keys)) for i in range(sizes[a]) for j in range(sizes[b])
+    }
+    total = math.prod(sizes)
+    rng = Random(_seed(spec.name, dtype, "pairwise"))
+    everything = list(itertools.product(*map(range, sizes))) if total <= _CANDIDATES else None
+    refused: set[tuple[int, ...]] = set()
+    rows: list[Directive] = []
+    checks = 0
+    while uncovered and checks < PAIRWISE_CHECKS:
+        pool = everything if everything is not None else [tuple(rng.randrange(n) for n in sizes) for _ in range(_CANDIDATES)]
+        ranked = sorted(
+            ((len(pairs_of(c) & uncovered), c) for c in pool if c not in refused), key=lambda gc: -gc[0]
+        )
+        taken = None
+        for gain, candidate in ranked:
+            if gain == 0 or checks >= PAIRWISE_CHECKS:
+                break
+            directive = _pair_row(spec, row_of(candidate))
+            checks += 1
+            call, _ = draw_directed(strategy, directive, spec.name, dtype)
+            if call is not None:
+                taken = candidate
+                rows.append(directive)
+                break
+            refused.add(candidate)
+        if taken is None:
+            break  # no row the signature takes covers a pair still open
+        uncovered -= pairs_of(taken)
+    return rows

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from hypothesis import reject
 from hypothesis import strategies as st
 
 from . import Call, Tensor, attr, param, signature
@@ -27,8 +28,9 @@ def _fft_dims(draw, spec, shape: tuple[int, ...]) -> list[int]:
     cap = param(spec, "max_points", 4096)
     last = draw(nonneg_dim(rank))
     if shape[last] > cap:
-        # the large edge case's sides are primes below 200; a larger one would be a spec error
-        raise ValueError(f"{spec.source}: a transformed side of {shape[last]} exceeds params.max_points {cap}")
+        # a directed shape with a longer side (the large_finite case's 4,099) does not apply: the
+        # report counts it among the cases that do not (the large case's sides are primes below 200)
+        reject()
     others = [d for d in range(rank) if d != last]
     extra = draw(st.lists(st.sampled_from(others), unique=True, max_size=min(2, len(others)))) if others else []
     dims, points = [], shape[last]

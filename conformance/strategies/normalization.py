@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from . import Call, Tensor, attr, param, signature
+from . import Call, Tensor, attr, directed, param, signature
+from .shapes import EDGE_SIDE
 from .values import arrays
 
 
@@ -64,15 +65,35 @@ def layer_norm(draw, spec, dtype, op):
     input of rank 1 to ``max_rank`` (default 4) with sides 1 to ``max_side``
     (default 6); weight and bias are optional parameters of the normalized
     shape, drawn from ``params.affine_domain`` (default: the op's domain).
-    attrs: ``eps``.
+    attrs: ``eps``. The edge set's shapes: _LAYER_NORM_SHAPES, and a model's (2, 16, 64) over
+    hidden or (2, 16, 14, 14) over (C, H, W); its edge values and spreads go to the input only.
     """
-    shape = tuple(draw(st.lists(_side(spec), min_size=1, max_size=param(spec, "max_rank", 4))))
-    k = draw(st.integers(1, len(shape)))
+    real = directed.model()
+    edge = directed.edge_shape()
+    if real is not None:  # a transformer's (over hidden) or an image's (over C, H, W) layer norm
+        shape = directed.MODEL_SHAPES[real["rank"]]
+        k = 1 if real["rank"] == 3 else 3
+    elif edge is not None:
+        shape, k = _LAYER_NORM_SHAPES[edge]
+    else:
+        shape = tuple(draw(st.lists(_side(spec), min_size=1, max_size=param(spec, "max_rank", 4))))
+        k = draw(st.integers(1, len(shape)))
     normalized = list(shape[len(shape) - k :])
     x = Tensor(draw(arrays(dtype, shape, spec.domain)))
-    weight = _optional_parameter(draw, dtype, tuple(normalized), _affine_domain(spec))
-    bias = _optional_parameter(draw, dtype, tuple(normalized), _affine_domain(spec))
+    with directed.ordinary_values():
+        weight = _optional_parameter(draw, dtype, tuple(normalized), _affine_domain(spec))
+        bias = _optional_parameter(draw, dtype, tuple(normalized), _affine_domain(spec))
     return Call(op, (x, normalized, weight, bias, attr(draw, spec, "eps")))
+
+
+_LAYER_NORM_SHAPES = {
+    "edges": ((2, EDGE_SIDE), 1),
+    "empty": ((0, 5), 1),
+    "large": (directed.LARGE_SHAPES[3], 2),
+    "long": (directed.LONG_SHAPES[2], 1),
+}
+"""layer_norm's input and number of normalized dims under the edge set's shape cases: rows holding
+every edge value, no rows, a large input normalized over its last two dims, rows of LONG_SIDE."""
 
 
 @signature("group_norm")
@@ -84,14 +105,30 @@ def group_norm(draw, spec, dtype, op):
     when the group count allows; weight and bias are optional parameters (C,)
     drawn from ``params.affine_domain`` (default: the op's domain), and
     ``max_side`` (default 6) bounds the spatial sides. attrs: ``group``, ``eps``.
+    The edge set's shapes: a model's images and sequences (16 channels, rounded up to a multiple of
+    group), a channel of EDGE_SIDE edge values per group, an empty batch, and a large input whose
+    groups each sum 32,800 elements; its edge values and spreads go to the input only.
     """
     max_channels = param(spec, "max_channels", 8)
     group = attr(draw, spec, "group")
-    channels = group * draw(st.integers(1, max(1, max_channels // group)))
-    spatial = tuple(draw(st.lists(_side(spec), min_size=0, max_size=3)))
-    n = draw(st.integers(1, 2))
+    real = directed.model()
+    edge = directed.edge_shape()
+    if real is not None:  # a model's images (2, 16, 14, 14) or sequences (2, 16, 64), 16 channels rounded up
+        shape = directed.MODEL_SHAPES[real["rank"]]
+        n, channels, spatial = shape[0], group * -(-shape[1] // group), shape[2:]
+    elif edge == "edges":  # each group one channel holding every edge value
+        n, channels, spatial = 2, group, (EDGE_SIDE,)
+    elif edge == "empty":
+        n, channels, spatial = 0, group, (3,)
+    elif edge in ("large", "long"):  # each group sums 4 x 8 x 1025 = 32,800 elements
+        n, channels, spatial = 2, 4 * group, (8, 1025)
+    else:
+        channels = group * draw(st.integers(1, max(1, max_channels // group)))
+        spatial = tuple(draw(st.lists(_side(spec), min_size=0, max_size=3)))
+        n = draw(st.integers(1, 2))
     x = Tensor(draw(arrays(dtype, (n, channels, *spatial), spec.domain)))
-    weight = _optional_parameter(draw, dtype, (channels,), _affine_domain(spec))
-    bias = _optional_parameter(draw, dtype, (channels,), _affine_domain(spec))
+    with directed.ordinary_values():
+        weight = _optional_parameter(draw, dtype, (channels,), _affine_domain(spec))
+        bias = _optional_parameter(draw, dtype, (channels,), _affine_domain(spec))
     hxw = int(np.prod(spatial)) if spatial else 1
     return Call(op, (x, weight, bias, n, channels, hxw, group, attr(draw, spec, "eps")))

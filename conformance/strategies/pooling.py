@@ -123,14 +123,14 @@ def pool(draw, spec, dtype, op):
     kernel, stride, padding, dilation, spatial = [], [], [], [], []
     for axis in range(dims):
         k = attr(draw, spec, "kernel_size", keep=lambda v: min_kernel <= v <= max_side)
-        if real is not None and 2 in spec.attrs.get("kernel_size", ()):
-            k = 2  # a model's downsampling: 2x2 windows, stride 2
+        if real is not None and 2 in spec.attrs.get("kernel_size", ()) and "kernel_size" not in forced:
+            k = 2  # a model's downsampling: 2x2 windows, stride 2 (unless the case forces others)
         d = attr(draw, spec, "dilation", 1, keep=lambda v, k=k: (k - 1) * v + 1 <= max_side) if kind == "max" else 1
         effective = (k - 1) * d + 1
         # Eager's shape checks: pad <= kernel / 2 (undilated), and <= effective kernel / 2.
         p = attr(draw, spec, "padding", 0, keep=lambda v, k=k: v <= k // 2)
         s = k if empty_stride else attr(draw, spec, "stride", 1, keep=lambda v: v != ())
-        if real is not None and k in spec.attrs.get("stride", ()):
+        if real is not None and k in spec.attrs.get("stride", ()) and "stride" not in forced:
             s = k
         low = max(1, effective - 2 * p, k if (kind == "avg" and dims == 3) else 1)
         if edge == "large":

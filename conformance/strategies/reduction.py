@@ -45,17 +45,23 @@ def _attrs(draw, spec, dtype: str, skip: tuple[str, ...] = ()) -> dict:
     """keepdim and the spec's other attributes, as keyword arguments."""
     out = {}
     optional = set(param(spec, "optional", ()))
+    state = directed.active()
+    forced = state.directive.attrs if state is not None else {}
     if "keepdim" not in skip:
         out["keepdim"] = attr(draw, spec, "keepdim") if "keepdim" in spec.attrs else draw(st.booleans())
     for key in spec.attrs:
         if key in skip or key == "keepdim":
             continue
         if key == "dtype":
+            if "dtype" in forced:  # a directive's dtype, where it does not narrow the input
+                if _widens(dtype, forced["dtype"]):
+                    out["dtype"] = attr(draw, spec, "dtype")
+                continue
             choices = [d for d in spec.attrs["dtype"] if _widens(dtype, d)]
             if choices and draw(st.booleans()):
                 out["dtype"] = draw(st.sampled_from(choices))
             continue
-        if key in optional and draw(st.booleans()):
+        if key in optional and key not in forced and draw(st.booleans()):
             continue
         out[key] = attr(draw, spec, key)
     return out
@@ -123,7 +129,7 @@ def reduce_dims(draw, spec, dtype, op):
         dim = _dim_list(draw, rank)
         reduced = [d % rank for d in dim] if rank else ()
     kwargs = {"dim": dim, **_attrs(draw, spec, dtype)}
-    if kind == "model" and "keepdim" in kwargs:
+    if kind == "model" and "keepdim" in kwargs and "keepdim" not in directed.active().directive.attrs:
         kwargs["keepdim"] = True
     if param(spec, "nonempty", False) or kwargs.get("ord") in param(spec, "nonempty_ords", ()):
         _fill_empty(shape, reduced)

@@ -39,6 +39,10 @@ def _directed_shape(min_rank: int, max_rank: int, min_side: int) -> tuple[int, .
         shape = directed.LARGE_SHAPES.get(rank)
         if shape is not None and min(shape) < min_side:
             shape = None
+    elif d.shape == "long" and max_rank >= 1:
+        shape = directed.LONG_SHAPES.get(min(max(min_rank, 2), max_rank))
+        if shape is not None and min(shape) < min_side:
+            shape = None
     elif d.shape == "empty" and max_rank >= 1 and min_side == 0:
         rank = min(max(min_rank, 2), max_rank)
         shape = (3,) * (rank - 1) + (0,)

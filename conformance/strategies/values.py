@@ -345,6 +345,24 @@ def fill_spread(rng: np.random.Generator, dtype: str, shape: tuple[int, ...], do
     return out.reshape(shape)
 
 
+def fill_wide(rng: np.random.Generator, dtype: str, shape: tuple[int, ...], spread: float) -> np.ndarray:
+    """Finite values uniform over [-spread, spread] (integers: clipped to the dtype), whatever the op's
+    domain: the ``spread`` edge case of an op whose spec asks for it (``params.spread``)."""
+    n = math.prod(shape)
+    if dtype == "bool":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    if is_complex(dtype):
+        part = component_dtype(dtype)
+        out = np.empty(shape, numpy_dtype(dtype))
+        out.real, out.imag = fill_wide(rng, part, shape, spread), fill_wide(rng, part, shape, spread)
+        return out
+    if not is_floating(dtype):
+        info = np.iinfo(numpy_dtype(dtype))
+        lo, hi = max(int(info.min), -int(spread)), min(int(info.max), int(spread))
+        return rng.integers(lo, hi, size=n, endpoint=True, dtype=np.int64).astype(numpy_dtype(dtype)).reshape(shape)
+    return _as_dtype(rng.uniform(-spread, spread, size=n), dtype).reshape(shape)
+
+
 def _uniform_ints(rng: np.random.Generator, lo: int, hi: int, n: int) -> np.ndarray:
     if hi - lo < 2**63:
         return rng.integers(lo, hi, size=n, endpoint=True, dtype=np.int64)
@@ -375,7 +393,8 @@ def arrays(
     (``fill_spread``): drawing element by element through hypothesis was most of a
     certification's time. Shrinking still simplifies the mix (towards ``typical``) and
     the shapes; the failing example itself is saved whole for replay. Under a directive
-    (``directed``) the array holds the edge set or the whole-domain spread instead.
+    (``directed``) the array holds the edge set, the whole-domain spread, ordinary values or a
+    wide finite spread (``fill_wide``) instead.
     """
     from . import directed
 
@@ -387,6 +406,8 @@ def arrays(
         if kind == "edges":
             return st.just(fill_edges(dtype, shape, domain))
         rng = np.random.default_rng(directed._seed(state.directive.label, dtype, shape, domain))
+        if kind == "wide":
+            return st.just(fill_wide(rng, dtype, shape, state.directive.spread))
         mix = "typical" if kind == "typical" else "everything"
         return st.just(fill_spread(rng, dtype, shape, domain, mix))
 

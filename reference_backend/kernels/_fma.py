@@ -62,7 +62,10 @@ def fma(a, b, c, dtype) -> np.ndarray:
         th, tl = _two_sum(c, ul)
         vh, vl = _two_sum(uh, th)
         fused = vh + _sum_round_to_odd(vl, tl)
-        exact_range = np.isfinite(fused) & (np.abs(uh) < 1e300) & (np.abs(c) < 1e300)
+        # the error-free product needs its error term in range: a product below 2**-969 loses it to
+        # underflow (fma(0.5, 5e-324, 5e-324) is 1e-323; the transforms gave 5e-324)
+        tiny = (np.abs(uh) < 2.0**-969) & (a != 0) & (b != 0)
+        exact_range = np.isfinite(fused) & (np.abs(uh) < 1e300) & (np.abs(c) < 1e300) & ~tiny
         if exact_range.all():
             return _zero_sign(fused, a, b, c)
         wide = np.longdouble
@@ -71,7 +74,13 @@ def fma(a, b, c, dtype) -> np.ndarray:
 
 
 def _zero_sign(result, a, b, c):
-    """An exactly zero fma result has the sign IEEE gives it: that of a * b + c computed plainly
-    ((-0.0) * 2 + (-0.0) is -0.0; x + (-x) is +0.0); the error-free transforms lose it."""
+    """A zero fma result has the sign IEEE gives it: that of a * b + c computed plainly where it is
+    exactly zero ((-0.0) * 2 + (-0.0) is -0.0; x + (-x) is +0.0), and the sign of the exact value
+    where a nonzero one rounds to zero (fma(0.5, -5e-324, 0.0) is -0.0, while the plain product
+    underflows to -0.0 and -0.0 + 0.0 is +0.0); the error-free transforms lose both. The exact value's
+    sign comes from extended precision (x87's wider exponent: the product does not underflow there)."""
     plain = np.asarray(a * b + c).astype(result.dtype)
-    return np.where(result == 0, plain, result) if np.ndim(result) else (plain if result == 0 else result)
+    with np.errstate(all="ignore"):
+        wide = np.asarray(np.asarray(a, np.longdouble) * np.asarray(b, np.longdouble) + np.asarray(c, np.longdouble))
+    signed = np.where(wide != 0, np.copysign(np.zeros_like(plain), wide.astype(np.float64)), plain)
+    return np.where(result == 0, signed, result) if np.ndim(result) else (signed[()] if result == 0 else result)

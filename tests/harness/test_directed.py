@@ -3,6 +3,7 @@ every time, and that it catches a backend whose only bug is at an edge (issue 9)
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import subprocess
@@ -13,8 +14,8 @@ import numpy as np
 import pytest
 
 from conformance import specs
-from conformance.strategies import calls
-from conformance.strategies.directed import LARGE_ELEMENTS, broadcast_patterns, draw_directed, plan
+from conformance.strategies import calls, directed
+from conformance.strategies.directed import LARGE_ELEMENTS, LONG_SIDE, broadcast_patterns, draw_directed, plan
 
 SPECS = specs.load()
 
@@ -52,12 +53,140 @@ def test_large_empty_and_scalar_cases():
 def test_every_attribute_value_dim_and_broadcast_pattern():
     add = _directed("aten.add.Tensor", "float32")
     for alpha in SPECS.op("aten.add.Tensor").attrs["alpha"]:
-        assert add[f"alpha={alpha!r}"].kwargs["alpha"] == alpha
+        case = add[f"alpha={alpha!r}, edge values"]
+        assert case.kwargs["alpha"] == alpha
+        assert all(np.isnan(t.value).any() for t in case.tensors()), "each attribute value meets the edge values"
     assert sum(k.startswith("broadcast") for k in add) == len(broadcast_patterns(2))
     sums = _directed("aten.sum.dim_IntList", "float32")
     dims = {(len(c.tensors()[0].value.shape), tuple(c.kwargs["dim"])) for k, c in sums.items() if k.startswith("dim ")}
     assert {(4, (-1,)), (4, (0,)), (4, (1,)), (4, (2,)), (1, (-1,))} <= dims
     assert all(c.tensors()[0].value.size for k, c in sums.items() if k.startswith("dim "))
+
+
+def _cases(op: str, dtype: str) -> list[tuple[object, object]]:
+    """(directive, call) of every directed case of ``op`` in ``dtype`` that applies."""
+    spec = SPECS.op(op)
+    strategy = calls(spec, dtype, op)
+    out = []
+    for group in plan(spec, dtype):
+        for directive in group:
+            call, _ = draw_directed(strategy, directive, op, dtype)
+            if call is not None:
+                out.append((directive, call))
+    return out
+
+
+PRINCIPLE_OPS = [
+    ("aten.convolution.default", "float32"), ("aten.convolution.default", "int8"),
+    ("aten.native_layer_norm.default", "float16"), ("aten.native_group_norm.default", "float32"),
+    ("aten.addmm.default", "float32"), ("aten.addmm.default", "int32"), ("aten.sum.dim_IntList", "float32"),
+    ("aten._softmax.default", "float32"), ("aten.max_pool2d.default", "float32"), ("aten.add.Tensor", "float32"),
+    ("aten.convolution_backward.default", "float32"), ("aten.native_layer_norm_backward.default", "float32"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("op", "dtype"), PRINCIPLE_OPS)
+def test_every_case_is_nonempty_and_finite_unless_that_is_its_point(op, dtype):
+    """Issue 27: a case that varies an attribute drew (0, 0, 1) and compared nothing."""
+    for directive, call in _cases(op, dtype):
+        if directive.kind == "empty":
+            assert any(t.value.size == 0 for t in call.tensors()), directive.label
+            continue
+        assert all(t.value.size for t in call.tensors()), f"{directive.label}: {call.describe()}"
+        if directive.kind not in ("values", "large", "scalar", "attr"):
+            for t in call.tensors():
+                if t.value.dtype.kind in "fc":
+                    assert np.isfinite(t.value.astype(np.complex128)).all(), f"{directive.label}: non-finite input"
+
+
+@pytest.mark.parametrize(("op", "dtype"), [
+    ("aten.convolution.default", "float32"), ("aten.convolution.default", "int8"), ("aten.addmm.default", "float32"),
+    ("aten.linalg_vector_norm.default", "float32"), ("aten.max_pool2d.default", "float32"),
+    ("aten.native_group_norm_backward.default", "float32"), ("aten.sum.dim_IntList", "float32"),
+])  # fmt: skip
+def test_every_pair_of_attribute_values_meets_in_a_case(op, dtype):
+    """Issue 27: attributes were varied one at a time. The pairwise cases (a covering design, far
+    fewer than the product) hold every pair of values of two attributes that the signature can draw
+    together in one call, on the real-world shape where the signature takes it."""
+    spec = SPECS.op(op)
+    rows = [d for d, _ in _cases(op, dtype) if d.kind == "pairwise"]
+    keys = list(spec.attrs)
+    product = np.prod([len(v) for v in spec.attrs.values()])
+    assert rows and (len(rows) < product or len(keys) == 2), f"{len(rows)} rows for a product of {product}"
+    covered = {(a, repr(r.attrs[a]), b, repr(r.attrs[b])) for r in rows for i, a in enumerate(keys) for b in keys[i + 1:]}
+    strategy = calls(spec, dtype, op)
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            for va in spec.attrs[a]:
+                for vb in spec.attrs[b]:
+                    if (a, repr(va), b, repr(vb)) in covered:
+                        continue
+                    # a pair no row holds must be one the signature cannot draw, whatever the other attributes
+                    for other in itertools.product(*(spec.attrs[k] for k in keys if k not in (a, b))):
+                        row = dict(zip([k for k in keys if k not in (a, b)], other)) | {a: va, b: vb}
+                        directive = directed._pair_row(spec, {k: row[k] for k in keys})
+                        assert draw_directed(strategy, directive, op, dtype)[0] is None, f"pair {a}={va!r}, {b}={vb!r} missing"
+    model = [c for d, c in _cases(op, dtype) if d.kind == "pairwise" and d.shape == "model"]
+    assert len(model) == len(rows) or op == "aten.max_pool2d.default" and not model, "pairwise rows on the real-world shape"
+
+
+@pytest.mark.parametrize("op", ["aten.sum.dim_IntList", "aten.sum.default", "aten.cumsum.default", "aten._log_softmax.default",
+                                "aten.mm.default", "aten.addmm.default", "aten.native_layer_norm.default"])
+def test_a_finite_large_input_reduces_thousands_of_elements(op):
+    """Issue 27: the large input of a reduction holds NaN, and its reduction summed 393 elements."""
+    cases = {d.kind: c for d, c in _cases(op, "float32")}
+    assert "large_finite" in cases, op
+    call = cases["large_finite"]
+    x = max(call.inputs(), key=lambda t: t.value.size).value
+    assert x.size >= LARGE_ELEMENTS and np.isfinite(x).all()
+    reduced = x.shape[-1] if call.kwargs.get("dim") not in (None, []) or op.startswith("aten.native") else x.size
+    if op in ("aten.mm.default", "aten.addmm.default"):
+        reduced = x.shape[-1]  # the contracted size of mat1 (M, K)
+    assert reduced >= 1000 and reduced >= LONG_SIDE
+    dim = call.kwargs.get("dim")
+    assert dim in (None, -1, [-1]), dim
+
+
+@pytest.mark.parametrize("op", ["aten._softmax.default", "aten._log_softmax.default", "aten.logsumexp.default",
+                                "aten.linalg_vector_norm.default", "aten.native_layer_norm.default", "aten.native_group_norm.default"])
+def test_normalizing_ops_meet_a_wide_finite_spread(op):
+    """Issue 27: no finite input spread widely along a softmax's dim (exp without the max subtracted
+    overflows float32 from 89)."""
+    cases = {d.kind: c for d, c in _cases(op, "float32")}
+    x = cases["spread"].inputs()[0].value
+    assert np.isfinite(x).all() and x.max() > 89 and x.min() < -89 and x.shape[-1] >= 64
+    assert cases["spread"].kwargs.get("dim", -1) in (-1, [-1])
+
+
+@pytest.mark.parametrize("op", ["aten.convolution.default", "aten.convolution_backward.default", "aten.native_layer_norm.default",
+                                "aten.native_group_norm.default", "aten.native_layer_norm_backward.default",
+                                "aten.native_group_norm_backward.default", "aten.addmm.default", "aten.mm.default", "aten.linear.default"])
+def test_self_shaping_signatures_take_edge_empty_and_large_cases(op):
+    """Issue 27: convolution, the normalizations and addmm drew their own shapes, so the edge-value,
+    empty and large cases did not apply to them."""
+    cases = {d.kind: c for d, c in _cases(op, "float32")}
+    assert {"values", "empty", "large", "large_finite", "model"} <= set(cases), sorted(cases)
+    assert any(t.value.size == 0 for t in cases["empty"].inputs())
+    assert max(t.value.size for t in cases["large"].inputs()) >= LARGE_ELEMENTS
+    edge_input = cases["values"].inputs()[0 if "backward" not in op else 1].value
+    assert len(set(edge_input.ravel().tolist()) - {float("nan")}) >= 10, "the edge values reach the data input"
+
+
+def test_convolution_edge_values_hold_specials_but_no_overflowing_sum():
+    """specs/README.md, "The edge set": the convolution's edge values put NaN and +-inf in its input
+    and keep every finite magnitude small (weights ordinary), so no finite sum passes float32's range."""
+    cases = {d.label: c for d, c in _cases("aten.convolution.default", "float32")}
+    x, w, *_ = cases["edge values"].tensors()
+    assert np.isnan(x.value).any() and np.isinf(x.value).any()
+    assert np.isfinite(w.value).all()
+    finite = np.abs(x.value[np.isfinite(x.value)]).max()
+    assert finite * np.abs(w.value).max() * w.value[0].size < np.finfo(np.float32).max / 1e30
+
+
+def test_new_case_kinds_are_reported():
+    from conformance.specs import EDGE_KINDS
+
+    assert {"large_finite", "spread", "pairwise", "attr", "large", "empty", "values"} <= set(EDGE_KINDS)
 
 
 def test_the_same_calls_in_every_process():
