@@ -94,7 +94,8 @@ class Call:
     def features(self) -> list[str]:
         """What a backend may refuse about this call, in the words of ``Manifest.refuses``:
         "empty", "0-d", "rank N" (its highest input rank), "mixed dtypes", "broadcasting",
-        "large" (an input of 65,536 elements or more)."""
+        "large" (an input of 65,536 elements or more), "one-tensor list" (a Tensor[] argument
+        holding a single tensor: cat or stack of one)."""
         tensors = self.tensors()
         out = []
         if any(t.value.size == 0 for t in tensors):
@@ -114,6 +115,9 @@ class Call:
                 pass
         if any(t.value.size >= 65_536 for t in tensors):
             out.append("large")
+        lists = [a for a in (*self.args, *self.kwargs.values()) if isinstance(a, (list, tuple)) and a and all(isinstance(x, Tensor) for x in a)]
+        if any(len(a) == 1 for a in lists):
+            out.append("one-tensor list")
         return out
 
     def numpy_args(self) -> tuple[tuple, dict]:

@@ -39,7 +39,7 @@ from conformance.api import (
     NamedDataStoreOutput,
     PreprocessResult,
 )
-from conformance.api.tensors import with_layout
+from conformance.api.tensors import Layout, input_layouts, with_layout
 from conformance.results import Category, CheckFailure
 from conformance.supervision import stage
 
@@ -165,7 +165,7 @@ class Driver:
         *,
         temp_allocator: MemoryAllocator | None = None,
         args: list[EValue] | None = None,
-        layout: str = "contiguous",
+        layout: Layout = "contiguous",
         capacities: Sequence[tuple[int, ...] | None] | None = None,
     ) -> Execution:
         """``capacities``: for each output whose size the program leaves to run time, the upper-bound
@@ -174,7 +174,7 @@ class Driver:
         capacities = capacities or [None] * len(expected_like)
         outputs = [sentinel_like(e) for e in expected_like]
         if args is None:
-            args = [EValue(with_layout(a, layout)) for a in inputs]
+            args = [EValue(with_layout(a, each)) for a, each in zip(inputs, input_layouts(layout, len(inputs)))]
             for o, bound in zip(outputs, capacities):
                 if bound is None:
                     args.append(EValue(o))
@@ -225,10 +225,10 @@ class Driver:
     # -- the whole path -------------------------------------------------------------------
 
     def run(
-        self, exported, inputs: Sequence[np.ndarray], expected_like: Sequence[np.ndarray], *, layout: str = "contiguous",
+        self, exported, inputs: Sequence[np.ndarray], expected_like: Sequence[np.ndarray], *, layout: Layout = "contiguous",
         compile_specs: Sequence[CompileSpec] | None = None,
     ) -> RunResult:
-        """preprocess -> init -> execute -> destroy; inputs reach the backend in ``layout`` (INPUT_LAYOUTS);
+        """preprocess -> init -> execute -> destroy; inputs reach the backend in ``layout`` (INPUT_LAYOUTS, or one per input);
         ``compile_specs`` for preprocess (default: the backend's own)."""
         result, _ = self.preprocess(exported, compile_specs)
         loaded = self.init(result)

@@ -1295,6 +1295,31 @@ def _as_traced(op, args: list, kwargs: dict) -> tuple[list, dict]:
     return args, {k: kwargs[k] for k in kept}
 
 
+WEIGHT_ROLES = {"constants": "parameter", "inputs": "input"}
+"""How the NUM check hands an op's weights (op spec ``weights``) in its ``weights`` case: as program
+constants (parameters of the module, lifted by torch.export as PARAMETER inputs of the program, so a
+backend reads them from named data at init) or as runtime inputs."""
+
+
+def with_weights(call: Call, names: Sequence[str], role: str) -> Call | None:
+    """``call`` with the tensor arguments named ``names`` (ATen schema names: ``mat2``, ``weight``)
+    in ``role`` ("parameter": a program constant; "input"), the values unchanged; None when the call
+    has none of them as a tensor, or all of them are in ``role`` already."""
+    schema = _schema_args(_resolve_op(call.op))
+    position = {a.name: i for i, a in enumerate(schema)}
+    args, kwargs, changed = list(call.args), dict(call.kwargs), False
+    for name in names:
+        if name not in position:
+            raise HarnessError(f"{call.op} has no argument {name!r} (op spec weights); its arguments: {[a.name for a in schema]}")
+        i = position[name]
+        holder, key = (args, i) if i < len(args) else (kwargs, name)
+        tensor = holder[key] if (i < len(args) or name in kwargs) else None
+        if isinstance(tensor, Tensor) and tensor.role != role:
+            holder[key] = Tensor(tensor.value, role)
+            changed = True
+    return Call(call.op, tuple(args), kwargs) if changed else None
+
+
 def _set_parameters(exported, values: list[np.ndarray]) -> None:
     import torch
 

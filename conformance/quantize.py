@@ -261,6 +261,49 @@ def output_grids(exported) -> tuple[Grid | None, ...]:
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class InputQuantize:
+    """The quantize_per_tensor that reads a program input directly (the pattern's input quantize)."""
+
+    input: int
+    """The user input it reads, by position."""
+    node: str
+    """Its node's name in the program's graph."""
+    grid: Grid
+
+
+def input_quantizes(exported) -> tuple[InputQuantize, ...]:
+    """Every per-tensor quantize of the program that reads a user input, in input order."""
+    from torch.export.graph_signature import InputKind
+
+    from conformance.api.ops import op_name
+
+    user = [spec.arg.name for spec in exported.graph_signature.input_specs if spec.kind is InputKind.USER_INPUT]
+    nodes = {n.name: n for n in exported.graph.nodes}
+    out = []
+    for index, name in enumerate(user):
+        for reader in nodes[name].users:
+            if op_name(reader.target) == "quantized_decomposed.quantize_per_tensor.default":
+                _, scale, zero_point, quant_min, quant_max = reader.args[:5]
+                out.append(InputQuantize(index, reader.name, Grid(float(scale), int(zero_point), int(quant_min), int(quant_max))))
+    return tuple(out)
+
+
+def tie_values(grid: Grid, shape: tuple[int, ...]) -> np.ndarray:
+    """float32 values of ``shape`` that ``grid``'s quantize sees as exact ties: x * float32(1 / scale)
+    is exactly k + 0.5 - zero_point in float32 (the product quantize_per_tensor rounds), for k over
+    the grid's steps, so the rounding alone decides q: half to even (torch.round, as PyTorch
+    quantizes), never half away from zero. Ties that float32 cannot hold exactly are left out."""
+    inv_scale = np.float32(1.0 / grid.scale)
+    k = np.arange(grid.quant_min, grid.quant_max, dtype=np.float64) - grid.zero_point + 0.5
+    x = (k / np.float64(inv_scale)).astype(np.float32)
+    exact = (x * inv_scale).astype(np.float64) == k
+    ties = x[exact]
+    if not ties.size:
+        raise ValueError(f"no float32 value is an exact tie of the grid {grid}")
+    return np.resize(ties, shape).astype(np.float32)
+
+
 def _source(name: str, kind: str) -> str:
     """What the cached program depends on: the float builder and this flow."""
     parts = [inspect.getsource(float_builder(name, kind))]
@@ -285,4 +328,4 @@ def quantized_program(name: str, kind: str, ranges: tuple, cache: ProgramCache |
     return QuantizedProgram(program, output_grids(program.exported))
 
 
-__all__ = ["OPS", "QUANTIZER", "Grid", "QuantizedProgram", "QuantizerMissing", "quantized_program"]
+__all__ = ["OPS", "QUANTIZER", "Grid", "InputQuantize", "QuantizedProgram", "QuantizerMissing", "input_quantizes", "quantized_program", "tie_values"]

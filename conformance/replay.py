@@ -3,7 +3,11 @@
 A directory (``<out>/<backend>/replays/NUM-001-<op>-<dtype>/`` for the NUM check) holds:
 
 - ``call.json``: ``{"format": 2, "call": Call.to_json(), "message": ..., "backend": {"kind", "value"},
-  "specs": {"root", "digest"}, "dtypes": {"expected": [...], "actual": [...]}}``. ``backend`` is how
+  "specs": {"root", "digest"}, "dtypes": {"expected": [...], "actual": [...]}, "layout": [...]}``.
+  ``layout`` is how the inputs reached the backend, one of ``INPUT_LAYOUTS`` per input (absent:
+  every input contiguous); the call carries the rest of the case (which tensors are program
+  constants: ``role`` "parameter"), so a replay runs the case that failed, not a contiguous
+  cousin that passes. ``backend`` is how
   certify was given the backend: an entry-point name, a ``module:attr``, or a ``path.py:attr`` with
   the path made absolute, so ``replay`` loads it from any working directory. ``specs`` is the spec
   of record the example ran under (its directory, absolute, and digest): ``replay`` uses that
@@ -31,6 +35,7 @@ from typing import TextIO
 import ml_dtypes
 import numpy as np
 
+from conformance.api.tensors import describe_layout, input_layouts
 from conformance.call import Call
 
 FORMAT = 2
@@ -79,6 +84,8 @@ class Saved:
     specs_root: Path | None = None
     """The spec of record's directory when the example was saved (None: not recorded, older runs)."""
     specs_digest: str | None = None
+    layout: tuple[str, ...] | str = "contiguous"
+    """How the inputs reached the backend (``conformance.api.tensors.Layout``)."""
 
     @property
     def inputs(self) -> list[np.ndarray]:
@@ -88,10 +95,11 @@ class Saved:
 
 def save(
     directory: Path, call: Call, expected, actual=None, blob: bytes | None = None, message: str = "",
-    backend: str | None = None, specs=None,
+    backend: str | None = None, specs=None, layout="contiguous",
 ) -> None:  # fmt: skip
     """Write the example to ``directory`` (created). ``backend``: as certify was given it; ``specs``:
-    the ``conformance.specs.Specs`` the example ran under."""
+    the ``conformance.specs.Specs`` the example ran under; ``layout``: how its inputs reached the
+    backend (``conformance.api.tensors.Layout``)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     arrays = {}
@@ -114,6 +122,9 @@ def save(
     document["dtypes"] = {"expected": [e.dtype.name for e in expected], "actual": [a.dtype.name for a in actual or ()]}
     if scalars:
         document["scalar_outputs"] = scalars
+    layouts = input_layouts(layout, len(call.inputs()))
+    if any(name != "contiguous" for name in layouts):
+        document["layout"] = list(layouts)
     (directory / CALL_FILE).write_text(json.dumps(document, indent=1))
     blob_path = directory / BLOB_FILE
     if blob is not None:
@@ -159,6 +170,7 @@ def load(directory: Path) -> Saved:
         format=int(document.get("format", 1)),
         specs_root=Path(ran_under["root"]) if "root" in ran_under else None,
         specs_digest=ran_under.get("digest"),
+        layout=input_layouts(tuple(document["layout"]), len(call.inputs())) if document.get("layout") else "contiguous",
     )
 
 
@@ -183,10 +195,12 @@ def rerun(saved: Saved, backend, out: TextIO | None = None) -> bool:
     specs = spec_module.load(replay_specs_root(saved))
     spec = specs.op(call.op)
     print(f"backend: {backend.name}\ncall:    {call.describe()}\nsaved:   {saved.message}", file=out)
+    if describe_layout(saved.layout) != "contiguous":
+        print(f"layout:  {describe_layout(saved.layout)}", file=out)
     if saved.specs_digest and saved.specs_digest != specs.digest:
         print(f"spec:    {specs.root} (digest {specs.digest[:16]}) is not the spec the example ran under "
               f"({saved.specs_root}, digest {saved.specs_digest[:16]}): tolerances may differ", file=out)
-    outcome = case.run(backend, spec, call, expected=saved.expected)
+    outcome = case.run(backend, spec, call, expected=saved.expected, layout=saved.layout)
     if not outcome.comparisons:  # it did not get as far as outputs
         print(f"now:     {outcome.category.value}: {outcome.detail if outcome.stage else outcome.message}", file=out)
         return False

@@ -5,7 +5,8 @@ programs' checks alone, and two backends with one realistic int8 defect each
 (tests/seeded/defects.py QUANTIZED_DEFECTS): one that folds quantize -> dequantize pairs away
 (outputs close to the reference's, between its quantization steps: QNT-003 must catch it even
 where the values are within budget), one that reads every channel's weight scale from channel 0
-(QNT-001 must fail on per-channel programs and pass the per-tensor ones).
+(QNT-001 must fail on per-channel programs and pass the per-tensor ones); and a quantize that rounds
+ties away from zero (QNT-001 on exact ties at the input quantize).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 from conformance import specs
+from conformance.checks.test_quantized import _tie_edge
 from conformance.quantize import OPS, Grid, quantized_program
 from tests.certifying import certify
 
@@ -52,7 +54,11 @@ def test_the_reference_passes_and_stays_within_a_step_of_eager(tmp_path):
     assert {r["category"] for r in results.values()} == {"PASS"}, results
     for r in results.values():
         assert r["stats"]["max_lsb"] == 0 and r["stats"]["max_lsb_vs_eager"] <= 1, r
-        assert r["stats"]["examples"] == 9  # own inputs, 4 edges, 4 drawn
+        spec = SPEC.quantized[r["model"]]
+        ties = bool(_tie_edge(quantized_program(r["model"], spec.kind, spec.inputs).program))
+        assert r["stats"]["examples"] == 9 + ties  # own inputs, 4 edges (+ exact ties where a quantize reads an input), 4 drawn
+        if r["id"].startswith("test_QNT_001"):
+            assert r["stats"]["input_ties"] > 0  # the input quantizes alone, held to 0 steps on exact ties
 
 
 def test_folding_quantize_pairs_away_is_off_the_grid(tmp_path):
@@ -72,6 +78,15 @@ def test_one_weight_scale_for_every_channel_fails_the_per_channel_programs_only(
         assert "first diverging op" in failed["message"]
     for name in ("add", "add_relu", "mul"):  # per-tensor only: no per-channel dequantize in them
         assert results[f"test_QNT_001_quantized_op_matches_reference[{name}]"]["category"] == "PASS"
+
+
+def test_a_quantize_rounding_ties_away_from_zero_fails_the_patterns(tmp_path):
+    """A tie moves a pattern's output by one step, inside its budget: the exact-tie edge (every input
+    a tie, so the errors add up) and the input quantizes held to 0 steps on exact ties catch it."""
+    results, _ = certify("tests/seeded/defects.py:quantize_rounds_half_away_from_zero", tmp_path, "quantized", "QNT_001 and (linear or mul)")
+    for name in ("linear", "linear_relu", "mul"):
+        failed = results[f"test_QNT_001_quantized_op_matches_reference[{name}]"]
+        assert failed["category"] == "MISMATCH" and "[exact ties at the input quantize]" in failed["message"], failed
 
 
 @pytest.mark.parametrize(

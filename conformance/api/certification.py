@@ -55,8 +55,8 @@ class BlobVersionField:
     byteorder: str = "little"
 
 
-REFUSAL_KINDS = ("empty", "0-d", "rank N", "mixed dtypes", "broadcasting", "large")
-_REFUSAL_KIND = re.compile(r"empty|0-d|rank \d+|mixed dtypes|broadcasting|large")
+REFUSAL_KINDS = ("empty", "0-d", "rank N", "mixed dtypes", "broadcasting", "large", "one-tensor list")
+_REFUSAL_KIND = re.compile(r"empty|0-d|rank \d+|mixed dtypes|broadcasting|large|one-tensor list")
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class Manifest:
 
     ``refuses`` maps an op (or ``"*"``, every op) to the kinds of call the backend documents
     it refuses (its op-support table): ``"empty"``, ``"0-d"``, ``"rank N"``, ``"mixed dtypes"``,
-    ``"broadcasting"``, ``"large"`` (``Call.features``). A claimed op's refusal of such a call is
+    ``"broadcasting"``, ``"large"``, ``"one-tensor list"`` (``Call.features``). A claimed op's refusal of such a call is
     clean; any other refusal of a claimed op fails its check.
     """
 

@@ -61,8 +61,45 @@ past the beginning of its buffer and steps over every other element of its last 
 slice hands on), and ``channels_last`` for 4-d tensors (NCHW logically, NHWC in memory:
 ExecuTorch's dim order (0, 2, 3, 1), what XNNPACK and most NPUs run). Strides are
 positive. A backend reads inputs through their strides (np.ascontiguousarray does); it
-never reinterprets the buffer. Outputs are preallocated C-contiguous.
+never reinterprets the buffer. Outputs are preallocated C-contiguous. The NUM check hands each
+tensor operand of a call in each layout in turn, the others contiguous (``one_strided``): a kernel
+that walks every operand with the first one's strides is right whenever they share a layout.
 """
+
+
+Layout = str | tuple[str, ...]
+"""How a call's inputs reach a backend: one of INPUT_LAYOUTS for every input, or one per input
+(``("contiguous", "transposed")``: the second operand alone strided)."""
+
+
+def input_layouts(layout: Layout, count: int) -> tuple[str, ...]:
+    """``layout`` as one layout per input, for ``count`` inputs."""
+    if isinstance(layout, str):
+        return (layout,) * count
+    layouts = tuple(layout)
+    if len(layouts) != count:
+        raise ValueError(f"{len(layouts)} input layouts {list(layouts)} for {count} inputs")
+    unknown = [name for name in layouts if name not in INPUT_LAYOUTS]
+    if unknown:
+        raise ValueError(f"unknown layout(s) {unknown}; known: {INPUT_LAYOUTS}")
+    return layouts
+
+
+def one_strided(layout: str, index: int, count: int) -> tuple[str, ...]:
+    """Input ``index`` of ``count`` in ``layout``, every other one contiguous."""
+    return tuple(layout if i == index else "contiguous" for i in range(count))
+
+
+def describe_layout(layout: Layout) -> str:
+    """"transposed" (every input), "input 1 transposed" (one input), "contiguous"."""
+    if isinstance(layout, str):
+        return layout
+    strided = [(i, name) for i, name in enumerate(layout) if name != "contiguous"]
+    if not strided:
+        return "contiguous"
+    if len(strided) == len(layout) and len({name for _, name in strided}) == 1:
+        return strided[0][1]
+    return ", ".join(f"input {i} {name}" for i, name in strided)
 
 
 def layout_applies(array: np.ndarray, layout: str) -> bool:

@@ -17,6 +17,7 @@ import numpy as np
 from conformance.results import Category, CheckFailure
 from conformance.specs import quantized_programs
 
+from . import _support as support
 from . import _whole
 
 
@@ -86,7 +87,7 @@ def _run(backend, result, spec, *, grid_only: bool) -> None:
         examples=spec.examples,
         tolerances=tolerances,
         localize_tolerance=lambda depth: tolerances[0],
-        edges=_whole.edge_inputs(spec.inputs, program.inputs, past=True),
+        edges=[*_whole.edge_inputs(spec.inputs, program.inputs, past=True), *_tie_edge(program)],
         on_outputs=on_grid if grid_only else None,
         judge_values=not grid_only,
     )
@@ -94,6 +95,79 @@ def _run(backend, result, spec, *, grid_only: bool) -> None:
         _whole.check(backend, result, subject)
     finally:
         result.stats(**_max_lsb(result.record.stats, grids))
+    if not grid_only:
+        _input_ties_exact(backend, result, spec, program)
+
+
+TIES = "exact ties at the input quantize"
+
+
+def _tie_inputs(program):
+    """The program's inputs with every input that a quantize reads made of exact ties of its grid
+    (``quantize.tie_values``), or None when no quantize reads an input."""
+    from conformance.quantize import input_quantizes, tie_values
+
+    quantizes = input_quantizes(program.exported)
+    if not quantizes:
+        return None, ()
+    inputs = list(program.inputs)
+    for q in quantizes:
+        inputs[q.input] = tie_values(q.grid, inputs[q.input].shape)
+    return tuple(inputs), quantizes
+
+
+def _tie_edge(program) -> list:
+    inputs, _ = _tie_inputs(program)
+    return [] if inputs is None else [(TIES, inputs)]
+
+
+def _input_ties_exact(backend, result, spec, program) -> None:
+    """Zero steps on exact ties: the input quantizes alone (the program cut after them:
+    ``localize.exposing``) on inputs that are exact ties of their grids must give the reference's
+    integers exactly, because PyTorch rounds half to even there (torch.round) and a tie is the one
+    input where a rounding rule shows. Through the whole pattern a tie rounded away from zero moves
+    an output by one step, inside the budget; here it is a wrong integer. A backend that refuses or
+    cannot run the cut program is recorded (``input_ties``), not judged: the patterns hold it."""
+    import torch
+
+    from conformance import localize
+    from conformance.api.tensors import to_numpy, to_torch
+    from conformance.driver import Driver
+
+    inputs, quantizes = _tie_inputs(program)
+    if inputs is None:
+        result.stats(input_ties="no quantize reads a program input")
+        return
+    exposed = localize.exposing(program.exported, [q.node for q in quantizes])
+    with torch.no_grad():
+        eager = [to_numpy(o) for o in exposed.module()(*[to_torch(a) for a in inputs])]
+    expected = support.reference_outputs(exposed, inputs, eager)
+    for i, (r, e) in enumerate(zip(expected, eager)):
+        if not np.array_equal(np.asarray(r), e):
+            raise CheckFailure(
+                Category.ORACLE_DISAGREEMENT, f"quantized {spec.name} [{TIES}]: reference and eager quantize ties differently (quantize {i})"
+            )
+    try:
+        got = Driver(backend).run(exposed, inputs, expected).outputs
+    except CheckFailure as exc:
+        result.stats(input_ties=f"not observed: the input quantizes alone: {exc.category.value}: {exc.message[:300]}")
+        return
+    for q, a, e in zip(quantizes, got, expected):
+        a, e = np.asarray(a), np.asarray(e)
+        bad = a != e
+        if bad.any():
+            where = tuple(int(k) for k in np.argwhere(bad)[0])
+            x = float(inputs[q.input][where])
+            raise CheckFailure(
+                Category.MISMATCH,
+                f"quantized {spec.name} [{TIES}]: the quantize of input {q.input} ({q.node}: scale {q.grid.scale:.6g}, zero point "
+                f"{q.grid.zero_point}) gives {int(bad.sum())} of {a.size} integers off the reference's (held to 0 steps on exact "
+                f"ties); the first, at index {list(where)}: x = {x!r}, x / scale + zero point = "
+                f"{float(np.float32(x) * np.float32(1.0 / q.grid.scale)) + q.grid.zero_point}, got {int(a[where])}, expected "
+                f"{int(e[where])} (round half to even, as torch.round)",
+                stats={"input_ties_off": int(bad.sum()), "input": q.input, "index": list(where)},
+            )
+    result.stats(input_ties=sum(int(np.asarray(e).size) for e in expected))
 
 
 def _max_lsb(stats: dict, grids) -> dict:

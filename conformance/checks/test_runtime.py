@@ -227,39 +227,80 @@ def test_RT_008_wrong_arity(backend, result):
     _with_handle(driver, out, check)
 
 
+SAME_SIZE_DTYPES = {
+    "float32": "int32", "int32": "float32", "float16": "bfloat16", "bfloat16": "float16",
+    "float64": "int64", "int64": "float64", "int16": "float16", "int8": "uint8", "uint8": "int8", "bool": "uint8",
+}
+"""For each dtype, another of the same byte size: a runtime that checks an input by its byte count
+alone (a memcpy into the planned buffer) takes it and reinterprets its bytes."""
+
+
+def dtype_probes(array: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """Input ``array`` in wrong dtypes (RT-009): a wider one (another byte size) and one of the same
+    byte size (``SAME_SIZE_DTYPES``: float32 [4] as int32 [4], float16 as bfloat16), the values
+    converted, so only the dtype tells them from the right input."""
+    from conformance.api.scalar_type import dtype_name, numpy_dtype
+
+    name = dtype_name(array.dtype)
+    wider = np.float64 if name != "float64" else np.float32
+    probes = [(f"{np.dtype(wider).name} (another byte size)", array.astype(wider))]
+    same = SAME_SIZE_DTYPES.get(name)
+    if same is not None:
+        probes.append((f"{same} (the same byte size)", array.astype(numpy_dtype(same))))
+    return probes
+
+
+def shape_probes(array: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """Input ``array`` in wrong shapes (RT-010): larger, higher rank, and the same element count
+    (so the same byte size) in another shape: its dims reversed ([2, 3] as [3, 2]), flattened
+    ([2, 3] as [6]) or, for a 1-d input, as a column ([6] as [6, 1])."""
+    shape = array.shape
+    probes = [("larger", np.zeros(tuple(s + 3 for s in shape), array.dtype)), ("higher rank", np.zeros(shape + (2,), array.dtype))]
+    same = []
+    if len(set(shape)) > 1:
+        same.append(shape[::-1])
+    same.append((array.size,) if array.ndim != 1 else (array.size, 1))
+    for other in same:
+        if other != shape:
+            probes.append(("same byte size", np.ascontiguousarray(array).reshape(other)))
+    return probes
+
+
 def test_RT_009_wrong_dtype(backend, result):
     driver, program, out, expected = _prepared(backend, result)
-    wrong = np.float64 if program.inputs[0].dtype != np.float64 else np.float32
-    inputs = [EValue(program.inputs[0].astype(wrong))] + [EValue(np.array(a)) for a in program.inputs[1:]]
     outputs = [EValue(np.zeros_like(e)) for e in expected]
-    _with_handle(
-        driver,
-        out,
-        lambda loaded: _expect_error(
-            lambda: backend.runtime.execute(_context(), loaded.handle, inputs + outputs),
-            (Error.InvalidArgument,),
-            f"execute with input 0 as {np.dtype(wrong).name}",
-        ),
-    )
+    probes = dtype_probes(program.inputs[0])
+
+    def check(loaded):
+        for label, wrong in probes:
+            args = [EValue(wrong)] + [EValue(np.array(a)) for a in program.inputs[1:]] + outputs
+            _expect_error(
+                lambda: backend.runtime.execute(_context(), loaded.handle, args),
+                (Error.InvalidArgument,),
+                f"execute with input 0 {list(program.inputs[0].shape)} as {label}",
+            )
+
+    _with_handle(driver, out, check)
+    result.stats(probes=[label for label, _ in probes])
 
 
 def test_RT_010_wrong_shape(backend, result):
     driver, program, out, expected = _prepared(backend, result)
     first = program.inputs[0]
-    bigger = np.zeros(tuple(s + 3 for s in first.shape), first.dtype)
-    higher = np.zeros(first.shape + (2,), first.dtype)
     outputs = [EValue(np.zeros_like(e)) for e in expected]
+    probes = shape_probes(first)
 
     def check(loaded):
-        for label, wrong in (("larger", bigger), ("higher rank", higher)):
+        for label, wrong in probes:
             args = [EValue(wrong)] + [EValue(np.array(a)) for a in program.inputs[1:]] + outputs
             _expect_error(
                 lambda: backend.runtime.execute(_context(), loaded.handle, args),
                 (Error.InvalidArgument,),
-                f"execute with a {label} input 0 {list(wrong.shape)}",
+                f"execute with a {label} input 0 {list(wrong.shape)} (the program's is {list(first.shape)})",
             )
 
     _with_handle(driver, out, check)
+    result.stats(probes=[f"{label} {list(wrong.shape)}" for label, wrong in probes])
 
 
 def _init_must_be_clean(driver, out, blob: bytes, program, expected, what: str) -> str:

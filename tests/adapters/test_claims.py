@@ -60,7 +60,7 @@ def test_the_torchscript_backends_share_the_family_reasons():
 def test_xnnpack_literals():
     manifest = _claims.load("executorch-xnnpack").manifest()
     assert set(manifest.ops.values()) == {("float16", "float32")} and len(manifest.ops) == 25
-    assert manifest.refuses == {"*": ("empty", "0-d", "mixed dtypes")}
+    assert manifest.refuses == {"*": ("empty", "0-d", "mixed dtypes"), "aten.cat.default": ("one-tensor list",)}
     assert (manifest.blob_version.offset, manifest.blob_version.current) == (32 + 4 + 3, ord("1"))
     assert manifest.not_applicable_reason("REG-003") and not manifest.not_applicable_reason("REG-006")
 
