@@ -1,7 +1,8 @@
 """Signatures of indexing ops: embedding, index_select, gather, index, index_put, scatter, *_scatter,
 masked_scatter, _embedding_bag.
 
-Index tensors are int64 or int32 (params ``index_dtypes``), drawn in range:
+Index tensors are int64 or int32 (params ``index_dtypes``; an empty one of gather and scatter
+``empty_index_dtypes`` where the spec names them), drawn in range:
 [0, size) for the ops that refuse negatives, [-size, size) for index and
 index_put, which wrap them. Where PyTorch leaves the result of duplicate targets
 undefined (index_put without accumulate, scatter) the targets are drawn distinct.
@@ -20,7 +21,12 @@ from .shapes import broadcast_shapes, nonneg_dim, shapes
 from .values import arrays
 
 
-def _index_dtype(draw, spec) -> str:
+def _index_dtype(draw, spec, shape=None) -> str:
+    """An index's dtype: params ``index_dtypes``, or ``empty_index_dtypes`` for an index of ``shape``
+    with no elements where the spec names them (gather and the scatter family check the dtype of a
+    nonempty index only)."""
+    if shape is not None and math.prod(shape) == 0 and "empty_index_dtypes" in spec.params:
+        return draw(st.sampled_from(spec.params["empty_index_dtypes"]))
     return draw(st.sampled_from(param(spec, "index_dtypes", ["int64", "int32"])))
 
 
@@ -35,7 +41,7 @@ def index_tensor(draw, spec, shape, low: int, high: int) -> Tensor:
         values = np.zeros(shape, np.int64)
     else:
         values = _rng(draw).integers(low, high, size=shape, dtype=np.int64)
-    return Tensor(values.astype(_index_dtype(draw, spec)))
+    return Tensor(values.astype(_index_dtype(draw, spec, shape)))
 
 
 @signature("embedding")
@@ -121,7 +127,7 @@ def scatter(draw, spec, dtype, op):
         values = _rng(draw).integers(0, base[dim], size=index_shape)
     if rank == 0 and index_shape == [1] and draw(st.booleans()):
         values = values.reshape(())
-    index = Tensor(values.astype(_index_dtype(draw, spec)))
+    index = Tensor(values.astype(_index_dtype(draw, spec, values.shape)))
     self = tensor(draw, spec, dtype, shape)
     args = (self, spell(draw, dim, rank), index)
     form = param(spec, "form", "src")

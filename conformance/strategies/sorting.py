@@ -209,7 +209,8 @@ def sort(draw, spec, dtype, op):
     attrs: ``descending``, ``stable`` (sort.stable only). params: ``max_rank`` (4),
     ``distinct`` (default true: slices along ``dim`` hold distinct values, because
     the order of equal elements is unspecified unless ``stable=True``; a drawn
-    ``stable=True`` lifts it), ``int_domain``.
+    ``stable=True`` lifts it, and half of its draws are made of ties, ``with_ties``),
+    ``int_domain``.
     """
     shape = list(draw(shapes(0, param(spec, "max_rank", 4))))
     rank = len(shape)
@@ -219,9 +220,23 @@ def sort(draw, spec, dtype, op):
     dim = dim_attr(draw, rank)
     kwargs["dim"] = dim
     kwargs["descending"] = attr(draw, spec, "descending")
-    distinct = param(spec, "distinct", True) and kwargs.get("stable") is not True
+    stable = kwargs.get("stable") is True
+    distinct = param(spec, "distinct", True) and not stable
     x = values_along(draw, spec, dtype, shape, dim % max(rank, 1), distinct)
+    if stable and rank and draw(st.booleans()):
+        x = with_ties(np.random.default_rng(draw(st.integers(0, 2**32 - 1))), x, dim % rank)
     return Call(op, (Tensor(x),), kwargs)
+
+
+def with_ties(rng: np.random.Generator, x: np.ndarray, axis: int) -> np.ndarray:
+    """``x`` with every slice along ``axis`` refilled from its own first third (at least one element),
+    so that each value it keeps comes about three times: the ties whose order sort(stable=True)
+    defines (input order), which drawn values rarely hold."""
+    n = x.shape[axis]
+    if n == 0:
+        return x
+    sources = rng.integers(0, max(1, (n + 2) // 3), size=x.shape)
+    return np.take_along_axis(x, sources, axis=axis)
 
 
 @signature("topk")

@@ -89,11 +89,16 @@ def _scatter_gather_setup(self, dim, index, src, op: str):
     """Checks of ATen's gather/scatter (ScatterGatherChecks.h), 0-d tensors counting as 1-d.
 
     Returns ``self`` as at least 1-d, the wrapped dim, the index as at least 1-d intp and
-    the fancy index of the positions it addresses.
+    the fancy index of the positions it addresses; for an empty index, None for both:
+    scatter_gather_dtype_check and the shape checks look only at an index with elements
+    (measured on torch 2.13: gather of an empty uint8, bool or float32 index, of any rank,
+    is an empty result of the index's shape; scatter returns self).
     """
-    idx = _index_array(index, op)
     d = wrap_dim(dim, self.ndim)
     base = self.reshape(1) if self.ndim == 0 else self
+    if index.size == 0:
+        return base, d, None, None
+    idx = _index_array(index, op)
     idx = idx.reshape(1) if idx.ndim == 0 else idx
     if idx.ndim != base.ndim:
         raise ValueError(f"{op}: index tensor must have the same number of dimensions as the input tensor")
@@ -101,15 +106,14 @@ def _scatter_gather_setup(self, dim, index, src, op: str):
         src_shape = src.shape or (1,)
         if len(src_shape) != base.ndim:
             raise ValueError(f"{op}: index tensor must have the same number of dimensions as the src tensor")
-    if idx.size:
-        for k in range(base.ndim):
-            if k != d and idx.shape[k] > base.shape[k]:
-                raise ValueError(
-                    f"{op}: index {list(idx.shape)} must be no larger than self {list(base.shape)} apart from dimension {d}"
-                )
-            if src is not None and idx.shape[k] > src_shape[k]:
-                raise ValueError(f"{op}: index {list(idx.shape)} must be no larger than src {list(src_shape)}")
-        _check_bounds(idx, base.shape[d], op)
+    for k in range(base.ndim):
+        if k != d and idx.shape[k] > base.shape[k]:
+            raise ValueError(
+                f"{op}: index {list(idx.shape)} must be no larger than self {list(base.shape)} apart from dimension {d}"
+            )
+        if src is not None and idx.shape[k] > src_shape[k]:
+            raise ValueError(f"{op}: index {list(idx.shape)} must be no larger than src {list(src_shape)}")
+    _check_bounds(idx, base.shape[d], op)
     return base, d, idx, _grid(idx.shape, d, idx)
 
 
@@ -121,6 +125,8 @@ def _src_region(src: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 @kernel("aten.gather.default")
 def gather(self, dim, index, *, sparse_grad=False):
     base, d, idx, grid = _scatter_gather_setup(self, dim, index, None, "gather")
+    if idx is None:
+        return np.empty(index.shape, self.dtype)
     return base[grid].reshape(index.shape)
 
 
@@ -132,7 +138,7 @@ def _check_same_dtype(self, src, op: str) -> None:
 def _scatter(self, dim, index, src, op: str, apply) -> np.ndarray:
     base, d, idx, grid = _scatter_gather_setup(self, dim, index, src if isinstance(src, np.ndarray) else None, op)
     out = base.copy()
-    if idx.size:
+    if idx is not None:
         apply(out, grid, idx.shape)
     return out.reshape(self.shape)
 
