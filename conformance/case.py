@@ -70,6 +70,10 @@ class Prepared:
 
     expected: tuple[np.ndarray, ...]
     program: Program
+    bounds: tuple[np.ndarray | None, ...] = ()
+    """Per expected output, its accumulation bound (``bounds``), None where the op derives none."""
+    alternatives: tuple[np.ndarray | None, ...] = ()
+    """Per expected output, the other result eager's paths accept (``alternatives``), if any."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,9 +131,14 @@ def expected_outputs(spec, call) -> tuple[np.ndarray, ...]:
     return _expected(spec, call)[0]
 
 
-def _expected(spec, call) -> tuple[tuple[np.ndarray, ...], EagerOutputs | None]:
+def _expected(spec, call) -> tuple[tuple[np.ndarray, ...], EagerOutputs | None, tuple, tuple]:
     """``expected_outputs``, and eager's outputs as it returned them (None where they cannot describe
-    the program)."""
+    the program), and the expected outputs' accumulation bounds (``bounds``) and alternatives
+    (``alternatives``).
+
+    The cross-check is the backend's check with eager in the backend's place: eager's outputs are
+    held to the reference's with the same tolerance and bound, so an output of eager that passes
+    here passes as a backend's, and the rule is one in both directions."""
     try:
         returned = eager_outputs(call)
         expected_eager = list(returned.arrays)
@@ -160,7 +169,8 @@ def _expected(spec, call) -> tuple[tuple[np.ndarray, ...], EagerOutputs | None]:
                         f"{whose} breaks the law of {call.describe()} (values = {spec.values!r}) in output {i}: {cmp.message}",
                         stats=cmp.stats(),
                     )
-        return tuple(expected), returned
+        return tuple(expected), returned, (), ()
+    limits, others = bounds(spec, call, expected), alternatives(call, expected)
     for i, (r, e) in enumerate(zip(expected, expected_eager)):
         if r is None:
             continue  # an output the call leaves undefined (output_mask): eager may compute it anyway
@@ -168,18 +178,91 @@ def _expected(spec, call) -> tuple[tuple[np.ndarray, ...], EagerOutputs | None]:
             continue  # values eager leaves undefined for this call (op spec defined_outputs)
         if e is None:
             raise CheckFailure(Category.ORACLE_DISAGREEMENT, f"eager leaves output {i} of {call.describe()} undefined, the reference does not")
-        cmp = oracle.compare(r, e, oracle.tolerance_for(spec, oracle.dtype_name(e.dtype)))
+        limit = limits[i] if i < len(limits) and limits[i] is not None and np.shape(limits[i]) == np.shape(r) else None
+        other = others[i] if i < len(others) else None
+        cmp = oracle.compare(e, r, oracle.tolerance_for(spec, oracle.dtype_name(r.dtype)), limit, other)
         if not cmp.ok:
             raise CheckFailure(
                 Category.ORACLE_DISAGREEMENT,
-                f"reference and eager disagree on {call.describe()} output {i}: {cmp.message}",
+                f"eager's output would fail as a backend's on {call.describe()} output {i} (eager held to the "
+                f"reference by the backend's rule): {cmp.message}",
                 stats=cmp.stats(),
             )
+    limits = tuple(b for r, b in zip(expected, limits) if r is not None) if limits else ()
+    others = tuple(b for r, b in zip(expected, others) if r is not None) if others else ()
     if any(r is None for r in expected):
         # The program's outputs are the defined ones (programs.program_results), which only the
         # meta kernel knows: eager may compute an output the call leaves undefined.
-        return tuple(r for r in expected if r is not None), None
-    return tuple(expected), returned
+        return tuple(r for r in expected if r is not None), None, limits, others
+    return tuple(expected), returned, limits, others
+
+
+def bounds(spec, call, outputs) -> tuple[np.ndarray | None, ...]:
+    """Per output of the reference kernel (``reference``'s order, None where it leaves one undefined),
+    the accumulation bound of an op whose spec derives one (op spec ``bound``;
+    ``oracle.accumulation_bound``), else None; () for an op without one. Sum |terms| is the reference
+    kernel on the absolute values of the call's floating-point tensors and Scalar arguments, in
+    float64; the length n (``Bound.length``) "count" the kernel on their nonzero pattern (ones,
+    Scalars 1), "ratio" numel(first tensor) / numel(output), "numel" the largest tensor's numel."""
+    rule = spec.bound if spec is not None and spec.values == "reference" else None
+    if rule is None:
+        return ()
+    arguments = oracle.arguments(call)
+    if any(arguments.get(k) not in allowed for k, allowed in rule.when.items()):
+        return ()
+    sizes = [int(t.value.size) for t in call.tensors()]
+    if rule.length == "count":
+        lengths = _transformed(call, lambda v: (v != 0).astype(np.float64), lambda v: 1)
+    elif rule.length == "dim":
+        shape = call.tensors()[0].value.shape
+        dims = arguments.get("dim")
+        dims = [dims] if isinstance(dims, int) else list(dims or range(len(shape)))
+        lengths = [None if o is None else float(np.prod([shape[d] for d in dims])) if shape else 1.0 for o in outputs]
+    else:
+        first = sizes[0] if sizes else 1
+        lengths = [None if o is None else (first / max(1, np.size(o)) if rule.length == "ratio" else max(sizes, default=1))
+                   for o in outputs]  # fmt: skip
+    if rule.kind in ("sum", "mean"):
+        terms = _transformed(call, lambda v: np.abs(v.astype(np.complex128 if v.dtype.kind == "c" else np.float64)).astype(np.float64), abs)
+    else:  # the log-sum kinds: a function of n and of the expected value alone (oracle.accumulation_bound)
+        terms = [None if o is None else np.asarray(o) for o in outputs]
+    out = []
+    for o, t, n in zip(outputs, terms, lengths):
+        if o is None or t is None or n is None or np.asarray(o).dtype.kind not in "fcV" or np.shape(t) != np.shape(o):
+            out.append(None)
+            continue
+        out.append(oracle.accumulation_bound(rule, oracle.dtype_name(np.asarray(o).dtype), t, n, arguments))
+    return tuple(out)
+
+
+def _transformed(call, tensor, scalar) -> list[np.ndarray | None]:
+    """The reference kernel's outputs on the call with each floating-point tensor replaced by
+    ``tensor(value)`` (float64) and each Scalar argument of the schema by ``scalar(value)``; a
+    ``dtype`` attribute that names a float type becomes float64."""
+    from conformance.programs import _resolve_op
+    from reference_backend.kernels import KERNELS
+
+    op = _resolve_op(call.op)
+    scalars = {a.name for a in op._schema.arguments if str(a.type).rstrip("?") in ("Scalar", "number")}
+    names = [a.name for a in op._schema.arguments]
+    args, kwargs = call.numpy_args()
+
+    def convert(value, name):
+        if isinstance(value, np.ndarray) and value.dtype.kind in "fcV":
+            return tensor(value)
+        if isinstance(value, (list, tuple)):
+            return type(value)(convert(v, None) for v in value)
+        if name in scalars and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return scalar(value)
+        return value
+
+    args = tuple(convert(a, names[i] if i < len(names) else None) for i, a in enumerate(args))
+    kwargs = {k: convert(v, k) for k, v in kwargs.items()}
+    if isinstance(kwargs.get("dtype"), np.dtype) and kwargs["dtype"].kind in "fcV":
+        kwargs["dtype"] = np.dtype(np.float64)
+    with np.errstate(all="ignore"):
+        out = KERNELS[call.op](*args, **kwargs)
+    return [None if o is None else np.asarray(o) for o in (out if isinstance(out, (tuple, list)) else (out,))]
 
 
 def reference(call) -> list[np.ndarray | None]:
@@ -216,11 +299,13 @@ def prepare(spec, call, *, expected=None, program=None) -> Prepared | Outcome:
     """The expected outputs and the program of ``call`` (those given are kept), or the Outcome
     that ends the case before the backend: HARNESS_ERROR, ORACLE_DISAGREEMENT, or SKIP for a call
     set aside (PyTorch's tracing refuses a call eager computes, or declares other output shapes)."""
-    built, like = program is None, None
+    built, like, limits, others = program is None, None, None, ()
     try:
         if expected is None:
-            expected, like = _expected(spec, call)
+            expected, like, limits, others = _expected(spec, call)
         expected = tuple(expected)
+        if limits is None:
+            limits, others = _judging(spec, call, expected)
         if built:
             program = program_for(call, dynamic=spec.dynamic, like=like)
     except CheckFailure as exc:
@@ -240,7 +325,38 @@ def prepare(spec, call, *, expected=None, program=None) -> Prepared | Outcome:
             # empty operands); no backend can honour both, so the example is not a test of one.
             reason = shapes_disagree(declared, shapes)
             return Outcome(Category.SKIP, f"{call.describe()}: {reason}", detail=reason, expected=expected, program=program)
-    return Prepared(expected, program)
+    return Prepared(expected, program, limits, others)
+
+
+def _judging(spec, call, expected) -> tuple[tuple, tuple]:
+    """``bounds`` and ``alternatives`` for expected outputs given by a caller (the defined ones, in order)."""
+    from reference_backend.kernels import ALTERNATIVES
+
+    if (spec is None or spec.bound is None) and call.op not in ALTERNATIVES:
+        return (), ()
+    try:
+        raw = reference(call)
+    except Exception:
+        return (), ()
+    out = []
+    for judged in (bounds(spec, call, raw), alternatives(call, raw)):
+        defined = tuple(b for r, b in zip(raw, judged) if r is not None)
+        out.append(defined if len(defined) == len(expected) else ())
+    return out[0], out[1]
+
+
+def alternatives(call, outputs) -> tuple[np.ndarray | None, ...]:
+    """Per output of the reference kernel, the other result eager's paths accept where they
+    compute the op two ways (``reference_backend.kernels.ALTERNATIVES``); () for the other ops."""
+    from reference_backend.kernels import ALTERNATIVES
+
+    if call.op not in ALTERNATIVES:
+        return ()
+    args, kwargs = call.numpy_args()
+    with np.errstate(all="ignore"):
+        out = ALTERNATIVES[call.op](*args, **kwargs)
+    out = [None if o is None else np.asarray(o) for o in (out if isinstance(out, (tuple, list)) else (out,))]
+    return tuple(o if o is None or r is None or np.shape(o) == np.shape(r) else None for o, r in zip(out, outputs))
 
 
 def declared_shapes(exported) -> list[tuple] | None:
@@ -254,12 +370,13 @@ def declared_shapes(exported) -> list[tuple] | None:
     return shapes
 
 
-def compare(backend, spec, op: str, outputs, expected, call=None) -> tuple[Compared, ...]:
-    """Every output against its expected value, with the oracle's layered tolerance, the way the op
-    spec's ``values`` says (``oracle.compare_outputs``: a law of random or undefined values needs the
-    ``call``, whose arguments it involves)."""
+def compare(backend, spec, op: str, outputs, expected, call=None, bounds=(), alternatives=()) -> tuple[Compared, ...]:
+    """Every output against its expected value, with the oracle's layered tolerance and the outputs'
+    accumulation ``bounds`` and ``alternatives`` (``Prepared``), the way the op spec's ``values`` says
+    (``oracle.compare_outputs``: a law of random or undefined values needs the ``call``, whose
+    arguments it involves)."""
     tols = [oracle.tolerance_for(spec, oracle.dtype_name(e.dtype), backend.manifest, op) for e in expected]
-    compared = oracle.compare_outputs(spec, call, [np.asarray(a) for a in outputs], expected, tols)
+    compared = oracle.compare_outputs(spec, call, [np.asarray(a) for a in outputs], expected, tols, bounds or None, alternatives or None)
     return tuple(Compared(i, c, t) for i, (c, t) in enumerate(zip(compared, tols)))
 
 
@@ -304,7 +421,7 @@ def run(
         return outcome
     if isinstance(checked, str):
         return Outcome(Category.SKIP, f"{call.describe()}: {checked}", detail=checked, expected=prepared.expected, program=prepared.program)
-    return _run(backend, spec, call, Prepared(prepared.expected, checked), layout, blob, None)
+    return _run(backend, spec, call, Prepared(prepared.expected, checked, prepared.bounds, prepared.alternatives), layout, blob, None)
 
 
 def _run(backend, spec, call, prepared: Prepared, layout: str, blob: bytes | None, preprocessed) -> Outcome:
@@ -328,7 +445,7 @@ def _run(backend, spec, call, prepared: Prepared, layout: str, blob: bytes | Non
         )  # fmt: skip
     seconds = time.perf_counter() - started
     outputs = tuple(execution.outputs)
-    comparisons = compare(backend, spec, call.op, outputs, expected, call)
+    comparisons = compare(backend, spec, call.op, outputs, expected, call, prepared.bounds, prepared.alternatives)
     ran = {"expected": expected, "outputs": outputs, "comparisons": comparisons, "program": program,
            "preprocessed": result, "blob": given, "seconds": seconds}  # fmt: skip
     differing = next((c for c in comparisons if not c.ok), None)

@@ -20,6 +20,7 @@ error, max ULP distance, MAE, SNR and the worst index, pass or fail.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -29,21 +30,44 @@ import numpy as np
 from conformance.api.scalar_type import complex_dtype, component_dtype, dtype_name, is_complex, is_floating
 from conformance.specs import OpSpec, Tolerance
 
+def _tiny(dtype: str) -> float:
+    """The smallest normal number of a float dtype."""
+    return float(ml_dtypes.finfo(np.dtype(dtype)).smallest_normal) if dtype.startswith(("bfloat16", "float8")) else float(
+        np.finfo(np.dtype(dtype)).tiny
+    )
+
+
+def unit_roundoff(dtype: str) -> float:
+    """u = eps / 2 of a float dtype (of its parts' dtype for a complex one)."""
+    part = component_dtype(dtype) if is_complex(dtype) else dtype
+    return float(ml_dtypes.finfo(np.dtype(part)).eps) / 2 if part.startswith(("bfloat16", "float8")) else float(np.finfo(np.dtype(part)).eps) / 2
+
+
+UNDERFLOW = (
+    "an absolute tolerance only below the smallest normal number, where the type holds no relative "
+    "precision (gradual underflow: sigmoid(-100) is 3.8e-44, and 0.0 by eager's formula)"
+)
+HALF = (
+    "eager computes a half type in float32 and rounds once: within 1 ULP of the expected value "
+    "(correct rounding or a neighbour at a near-tie), and the elements that differ lean neither way "
+    "(bias test at the false-alarm rate FALSE_ALARM)"
+)
+UNDERFLOW_HALF = "an absolute tolerance only below float32's smallest normal, the computation type's underflow range"
 DEFAULT_TOLERANCES: dict[str, Tolerance] = {
-    # torch.testing.assert_close's defaults for the half and single types (torch/testing/_comparison.py),
-    # with a relative floor (see Tolerance) so that atol cannot pass a result that is wholly wrong.
-    "float16": Tolerance(atol=1e-5, rtol=1e-3, ulp=1, reason="torch.testing default"),
-    "bfloat16": Tolerance(atol=1e-5, rtol=1.6e-2, ulp=1, reason="torch.testing default"),
-    "float32": Tolerance(atol=1e-5, rtol=1.3e-6, ulp=1, reason="torch.testing default"),
+    # Relative tolerances: an absolute one would pass a tiny result that is wholly wrong (rsqrt(3.4e38)
+    # is 5.4e-20: 8.1e-20 is 50% off). float32: torch.testing's rtol (about 11 ULP) or 1 ULP.
+    "float16": Tolerance(atol=_tiny("float32"), rtol=0.0, ulp=1, bias=True, reason=f"{HALF}; {UNDERFLOW_HALF}"),
+    "bfloat16": Tolerance(atol=_tiny("float32"), rtol=0.0, ulp=1, bias=True, reason=f"{HALF}; {UNDERFLOW_HALF}"),
+    "float32": Tolerance(atol=_tiny("float32"), rtol=1.3e-6, ulp=1, reason=f"torch.testing's rtol; {UNDERFLOW}"),
     # torch.testing allows 1e-7 for float64, which a computation done in float32 (relative error
     # ~6e-8) passes. 1e-12 is ~4,500 ULP: far above libm differences, far below float32's error.
-    "float64": Tolerance(atol=1e-12, rtol=1e-12, ulp=1, reason="float64 default: fails a float32 computation"),
+    "float64": Tolerance(atol=_tiny("float64"), rtol=1e-12, ulp=1, reason=f"fails a float32 computation; {UNDERFLOW}"),
     # eager computes in float32 and rounds once into 3 (e4m3fn) or 2 (e5m2) mantissa bits
     "float8_e4m3fn": Tolerance(atol=0.0, rtol=0.0, ulp=1, reason="float8 default: one rounding of a float32 result"),
     "float8_e5m2": Tolerance(atol=0.0, rtol=0.0, ulp=1, reason="float8 default: one rounding of a float32 result"),
     # each part by its float dtype's ulp, or |a - e| <= atol + rtol * |e| (see compare)
-    "complex64": Tolerance(atol=1e-5, rtol=1.3e-6, ulp=1, reason="torch.testing default (float32's)"),
-    "complex128": Tolerance(atol=1e-12, rtol=1e-12, ulp=1, reason="complex128 default: float64's"),
+    "complex64": Tolerance(atol=_tiny("float32"), rtol=1.3e-6, ulp=1, reason=f"float32's (modulus and parts); {UNDERFLOW}"),
+    "complex128": Tolerance(atol=_tiny("float64"), rtol=1e-12, ulp=1, reason=f"float64's (modulus and parts); {UNDERFLOW}"),
 }
 EXACT = Tolerance(atol=0.0, rtol=0.0, reason="integers and bools compare exactly")
 CORRECTLY_ROUNDED = "correctly rounded in IEEE arithmetic (op spec exact = true): bit for bit"
@@ -52,6 +76,9 @@ COMPLEX_EXACT = (
     "which eager's vectorized and scalar paths round differently (FMA contraction, scaled vs Smith's division; "
     "measured up to 10.8 ULP of |e| for division): 16 ULP of |e|, absolute below the smallest normal"
 )
+ACCUMULATOR = {"float16": "float32", "bfloat16": "float32", "float8_e4m3fn": "float32", "float8_e5m2": "float32",
+               "complex64": "float32", "complex128": "float64"}  # fmt: skip
+"""The type eager accumulates a dtype's sums in (its opmath type, ATen's at::opmath_type); the rest accumulate in themselves."""
 
 
 def _complex_exact(dtype: str, spec: OpSpec) -> Tolerance:
@@ -59,13 +86,29 @@ def _complex_exact(dtype: str, spec: OpSpec) -> Tolerance:
     return Tolerance(atol=float(info.smallest_normal), rtol=float(16 * info.eps), ulp=0, reason=COMPLEX_EXACT, source=f"op spec {spec.name}")
 
 
+def _rounding_of(dtype: str, spec: OpSpec) -> Tolerance:
+    """The flat part of a derived bound: the final rounding into ``dtype`` of both sides (2 u |e|,
+    1 ULP in a half type), and the underflow range."""
+    half = dtype in ("float16", "bfloat16") or dtype.startswith("float8")
+    return Tolerance(
+        atol=_tiny("float32") if half else _tiny(component_dtype(dtype) if is_complex(dtype) else dtype),
+        rtol=2 * unit_roundoff(dtype),
+        ulp=1,
+        bias=dtype in ("float16", "bfloat16"),
+        reason=f"derived bound (op spec bound): {spec.bound.reason}",
+        source=f"op spec {spec.name}",
+    )
+
+
 def tolerance_for(spec: OpSpec | None, dtype: str, manifest=None, op: str | None = None) -> Tolerance:
     """The tolerance for results of ``dtype``: default, then op spec, then the backend's loosening.
 
-    A complex output without a tolerance of its own takes the op's tolerance of its parts' dtype
-    (complex64: float32; an exact op: ``_complex_exact``), the arithmetic its parts are computed
-    in; a real output in a dtype the op does not take (_fft_c2r of complex64 is float32) takes
-    the op's tolerance of its complex counterpart."""
+    An op with a derived ``bound`` (op spec ``bound``) takes the rounding of its output here, and
+    its per-element accumulation bound from ``accumulation_bound``. A complex output without a
+    tolerance of its own takes the op's tolerance of its parts' dtype (complex64: float32; an
+    exact op: ``_complex_exact``), the arithmetic its parts are computed in; a real output in a
+    dtype the op does not take (_fft_c2r of complex64 is float32) takes the op's tolerance of its
+    complex counterpart."""
     if not (is_floating(dtype) or is_complex(dtype)):
         return EXACT
     tol = DEFAULT_TOLERANCES[dtype]
@@ -80,9 +123,11 @@ def tolerance_for(spec: OpSpec | None, dtype: str, manifest=None, op: str | None
             tol = replace(part, reason=f"{part.reason} (the op's {counterpart} tolerance, for its {dtype} outputs)")
         elif spec.exact:
             tol = Tolerance(atol=0.0, rtol=0.0, ulp=0, reason=CORRECTLY_ROUNDED, source=f"op spec {spec.name}")
+        elif spec.bound is not None:
+            tol = _rounding_of(dtype, spec)
         # the sign of a zero part of a complex product or quotient depends on eager's path (div(z, z)
         # is 1 + 0i vectorized, 1 - 0i by Smith's algorithm): complex outputs leave zero signs alone
-        tol = replace(tol, relative_floor=not spec.accumulates, signed_zero=spec.signed_zero and not is_complex(dtype))
+        tol = replace(tol, signed_zero=spec.signed_zero and not is_complex(dtype))
     if manifest is not None:
         loosening = manifest.loosening(op or (spec.name if spec else ""), dtype)
         if loosening is not None:
@@ -95,6 +140,39 @@ def tolerance_for(spec: OpSpec | None, dtype: str, manifest=None, op: str | None
                 source="backend manifest",
             )
     return tol
+
+
+def gamma(n: np.ndarray, u: float) -> np.ndarray:
+    """Higham's gamma_n = n u / (1 - n u): the relative bound of n roundings; inf once n u >= 1."""
+    n = np.asarray(n, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(n * u < 1, n * u / (1 - n * u), np.inf)
+
+
+def accumulation_bound(bound, dtype: str, terms: np.ndarray, length: np.ndarray, arguments: Mapping[str, Any]) -> np.ndarray:
+    """The per-element bound of an op spec ``bound`` (conformance.specs.Bound) on an output of
+    ``dtype``: gamma(n + 2) * sum |terms| in the accumulation type, n = ``length`` (per element or one
+    number), ``terms`` = the op on the absolute values of its inputs. Two more roundings than terms:
+    the op's scalars (alpha, beta) and a mean's division. A complex output: gamma(n + 4), a complex
+    product being up to two more roundings of each part. Where the terms are not finite the
+    element is judged by the NaN and infinity rules alone (the bound is inf there)."""
+    acc = bound.accumulator.get(dtype) or ACCUMULATOR.get(dtype, dtype)
+    if bound.in_dtype_when and all(arguments.get(k) in allowed for k, allowed in bound.in_dtype_when.items()):
+        acc = dtype
+    u = unit_roundoff(acc)
+    length = np.abs(np.asarray(length, np.float64))
+    n = length + (4 if is_complex(dtype) else 2)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        if bound.kind == "logsumexp":  # terms: the expected outputs; the bound is absolute
+            log_n = 1 + np.log(np.maximum(length, 1))
+            out = np.broadcast_to((gamma(n, u) + unit_roundoff(dtype)) * log_n, np.shape(terms)).copy()
+        elif bound.kind == "softmax":  # terms: the expected outputs; the bound is relative to them
+            e = np.abs(np.asarray(terms, np.float64))
+            log_n = 1 + np.log(np.maximum(length, 1))
+            out = e * (gamma(n, u) * log_n + u * np.abs(np.log(np.where(e > 0, e, 1.0))))
+        else:
+            out = gamma(n, u) * np.abs(np.asarray(terms, np.float64))
+    return np.where(np.isfinite(out), out, np.inf)
 
 
 @dataclass(frozen=True)
@@ -121,10 +199,20 @@ class Comparison:
     test: dict[str, Any] | None = None
     """The statistical test of a law (op spec ``values``, ``compare_outputs``): what was tested, the
     statistic, its critical value, the false-alarm rate and the sample size; None for value comparisons."""
+    # Of ``mismatched`` (float and complex outputs; ``_verdict``): the elements of each kind of
+    # violation the message counts. An element may break two rules; NUM's failure summary reads these.
+    nan_mismatched: int = 0
+    """Elements where exactly one of actual and expected is NaN."""
+    inf_mismatched: int = 0
+    """Elements where an infinity is expected and another value came, or an unexpected infinity came."""
+    finite_mismatched: int = 0
+    """Finite elements beyond the tolerance."""
+    zero_sign_mismatched: int = 0
+    """Zeros of the wrong sign (only where the tolerance compares the sign of zero)."""
 
     def stats(self) -> dict[str, Any]:
-        """JSON-ready statistics (no verdict text)."""
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "message"}  # asdict deep-copies every value
+        """JSON-ready statistics (no verdict text, no per-kind counts: the message says them)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_STATS}  # asdict deep-copies every value
         if out["test"] is None:
             del out["test"]
         out["shape"] = list(self.shape)
@@ -140,6 +228,9 @@ class Comparison:
             if isinstance(out[key], int) and not isinstance(out[key], bool) and not -(2**31) <= out[key] < 2**31:
                 out[key] = str(out[key])
         return out
+
+
+_NOT_STATS = frozenset({"message", "nan_mismatched", "inf_mismatched", "finite_mismatched", "zero_sign_mismatched"})
 
 
 def _jsonable(v: Any) -> Any:
@@ -213,8 +304,14 @@ def _snr_db(signal: float, noise: float) -> float:
     return math.inf if math.isinf(ratio) else 10 * math.log10(ratio)
 
 
-def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> Comparison:
-    """Compare one output; the verdict follows ``tol`` (see Tolerance), the statistics are always full."""
+def compare(
+    actual: np.ndarray, expected: np.ndarray, tol: Tolerance, bound: np.ndarray | None = None, also: np.ndarray | None = None
+) -> Comparison:
+    """Compare one output; the verdict follows ``tol`` (see Tolerance) and, for an op whose spec
+    derives one, the per-element accumulation ``bound`` (``accumulation_bound``, added to
+    atol + rtol |e|). ``also``: the other result eager's paths accept where they compute the op two
+    ways (the reference's ``ALTERNATIVES``): an element equal to it, bit for bit, passes. The
+    statistics are always full."""
     actual = np.asarray(actual)
     expected = np.asarray(expected)
     try:
@@ -240,11 +337,17 @@ def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> Compari
             ok=True, message="within tolerance", total=total, max_abs=0.0, max_ulp=0.0, mae=0.0, snr_db=math.inf,
             worst_index=worst, expected_at_worst=expected[worst], actual_at_worst=actual[worst], **base,
         )  # fmt: skip
+    if bound is not None:
+        bound = np.broadcast_to(np.asarray(bound, np.float64), expected.shape)
     if is_complex(dtype):
-        return _complex_comparison(actual, expected, tol, base)
+        return _complex_comparison(actual, expected, tol, base, bound)
 
-    nan_bad, inf_bad, finite, within, ulps, zero_sign, diff, e = _element_rule(actual, expected, tol)
+    nan_bad, inf_bad, finite, within, ulps, zero_sign, diff, e = _element_rule(actual, expected, tol, bound)
     fin_bad = finite & ~within
+    if also is not None and np.shape(also) == expected.shape and np.asarray(also).dtype == expected.dtype:
+        other = _same_elements(actual, np.asarray(also))
+        nan_bad, inf_bad, fin_bad, zero_sign = (m & ~other for m in (nan_bad, inf_bad, fin_bad, zero_sign))
+        within = within & ~other  # the bias test judges the elements held to the expected value
     bad = nan_bad | inf_bad | fin_bad | zero_sign
     # The worst element: a violated one if any, the largest |error| otherwise.
     score = np.where(bad, np.inf, diff)
@@ -253,9 +356,48 @@ def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> Compari
         signal = float(np.sum(np.where(finite, e, 0.0) ** 2))
         noise = float(np.sum(diff**2))
         snr = _snr_db(signal, noise)
-    finite_bad = f"beyond atol={tol.atol:g} rtol={tol.rtol:g} ulp={tol.ulp}"
-    return _verdict(actual, expected, worst, (nan_bad, inf_bad, fin_bad, zero_sign), finite_bad, tol, diff, ulps, snr, base,
-                    _show)
+    finite_bad = f"beyond atol={tol.atol:g} rtol={tol.rtol:g} ulp={tol.ulp}" + (" and the accumulation bound" if bound is not None else "")
+    cmp = _verdict(actual, expected, worst, (nan_bad, inf_bad, fin_bad, zero_sign), finite_bad, tol, diff, ulps, snr, base, _show)
+    # the bias test judges the elements held to a relative rule: below atol (the underflow range)
+    # a flush to zero is one-sided by nature and within tolerance
+    return _biased(cmp, actual, expected, finite & within & (np.abs(e) > tol.atol)) if tol.bias else cmp
+
+
+def _biased(cmp: Comparison, actual: np.ndarray, expected: np.ndarray, judged: np.ndarray) -> Comparison:
+    """``cmp`` failed where the elements within tolerance that differ from the expected ones lean one
+    way (``bias_test``), else ``cmp`` with the test attached."""
+    test = bias_test(actual[judged], expected[judged])
+    if test is None:
+        return cmp
+    if test["statistic"] <= test["critical"] or not cmp.ok:
+        return replace(cmp, test=test)
+    return replace(cmp, ok=False, mismatched=test["leaning"], test=test, message=f"{test['leaning']}/{cmp.total} elements "
+                   f"{test['detail']}: a systematic bias, not rounding (statistic {test['statistic']:.4g} > critical "
+                   f"{test['critical']:.4g} at false-alarm {FALSE_ALARM:g}); truncated or directed rounding?")
+
+
+def bias_test(actual: np.ndarray, expected: np.ndarray) -> dict | None:
+    """Whether the elements of ``actual`` that differ from ``expected`` lean one way: above vs below
+    it, and toward zero vs away from it. A correctly rounding kernel differs from the reference only
+    where a near-tie went the other way, equally often each way (each direction Bernoulli(1/2));
+    one that truncates lands below |e| on about half of all elements. Both counts by Chernoff's
+    bound, two tests at once at ``FALSE_ALARM``. None when nothing differs."""
+    a, e = actual.astype(np.float64).reshape(-1), expected.astype(np.float64).reshape(-1)
+    differ = a != e
+    m = int(differ.sum())
+    if m == 0:
+        return None
+    a, e = a[differ], e[differ]
+    counts = {"above": int((a > e).sum()), "toward zero": int((np.abs(a) < np.abs(e)).sum())}
+    statistics = {k: float(m * _kl(c / m, 0.5)) for k, c in counts.items()}
+    kind = max(statistics, key=statistics.__getitem__)
+    leaning = counts[kind] if 2 * counts[kind] >= m else m - counts[kind]
+    where = {"above": ("above the expected value", "below the expected value"),
+             "toward zero": ("nearer zero than the expected value", "farther from zero than the expected value")}[kind]
+    detail = where[0] if 2 * counts[kind] >= m else where[1]
+    return {"test": f"sign of the differing elements' errors: {kind} (Chernoff)", "statistic": statistics[kind],
+            "critical": _count_critical(2), "false_alarm": FALSE_ALARM, "n": m, "leaning": leaning,
+            "detail": f"of {m} that differ are {detail}"}  # fmt: skip
 
 
 def _verdict(actual, expected, worst, masks, finite_bad: str, tol: Tolerance, diff, ulps, snr, base, show) -> Comparison:
@@ -264,15 +406,16 @@ def _verdict(actual, expected, worst, masks, finite_bad: str, tol: Tolerance, di
     nan_bad, inf_bad, fin_bad, zero_sign = masks
     bad = nan_bad | inf_bad | fin_bad | zero_sign
     mismatched, total = int(bad.sum()), int(expected.size)
+    by_kind = [int(m.sum()) for m in masks]
     message = "within tolerance"
     if mismatched:
         kinds = []
-        for count, what in (
-            (int(nan_bad.sum()), "NaN mismatches"),
-            (int(inf_bad.sum()), "infinity mismatches"),
-            (int(fin_bad.sum()), finite_bad + (" or off by 100%+" if tol.relative_floor else "")),
-            (int(zero_sign.sum()), "zeros of the wrong sign"),
-        ):
+        for count, what in zip(by_kind, (
+            "NaN mismatches",
+            "infinity mismatches",
+            finite_bad + (" or off by 100%+" if tol.relative_floor else ""),
+            "zeros of the wrong sign",
+        )):
             if count:
                 kinds.append(f"{count} {what}")
         message = (
@@ -291,6 +434,10 @@ def _verdict(actual, expected, worst, masks, finite_bad: str, tol: Tolerance, di
         worst_index=tuple(int(i) for i in worst),
         expected_at_worst=expected[worst],
         actual_at_worst=actual[worst],
+        nan_mismatched=by_kind[0],
+        inf_mismatched=by_kind[1],
+        finite_mismatched=by_kind[2],
+        zero_sign_mismatched=by_kind[3],
         **base,
     )
 
@@ -301,6 +448,12 @@ def _show(v: Any) -> str:
     return repr(f) if math.isfinite(f) and f != 0 else ("-0.0" if f == 0 and math.copysign(1, f) < 0 else repr(f))
 
 
+def _same_elements(actual: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """Per element of two float arrays of one dtype: equal, with the sign of zero, or both NaN."""
+    a, o = actual.astype(np.float64), other.astype(np.float64)
+    return ((a == o) & (np.signbit(a) == np.signbit(o))) | (np.isnan(a) & np.isnan(o))
+
+
 def _same_bits(actual: np.ndarray, expected: np.ndarray) -> bool:
     """Whether two float arrays of one dtype and shape hold the same bits, element by element."""
     if expected.dtype.itemsize == 16:  # complex128: two 64-bit halves per element
@@ -309,10 +462,10 @@ def _same_bits(actual: np.ndarray, expected: np.ndarray) -> bool:
     return bool(np.array_equal(actual.view(unsigned), expected.view(unsigned)))
 
 
-def _element_rule(actual: np.ndarray, expected: np.ndarray, tol: Tolerance):
+def _element_rule(actual: np.ndarray, expected: np.ndarray, tol: Tolerance, bound: np.ndarray | None = None):
     """The float rule per element of two float arrays: (nan_bad, inf_bad, finite, within, ulps,
     zero_sign, |a - e| where finite, expected in float64). ``within``: by ``ulp`` or by
-    atol + rtol * |e| (with the relative floor); NaN must meet NaN, an infinity its equal."""
+    atol + rtol * |e| + ``bound`` (with the relative floor); NaN must meet NaN, an infinity its equal."""
     a = actual.astype(np.float64)
     e = expected.astype(np.float64)
     a_nan, e_nan = np.isnan(a), np.isnan(e)
@@ -323,7 +476,7 @@ def _element_rule(actual: np.ndarray, expected: np.ndarray, tol: Tolerance):
     ulps = np.where(e_nan & a_nan, 0.0, ulps)
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.where(finite, np.abs(a - e), 0.0)
-        within = diff <= tol.atol + tol.rtol * np.abs(e)
+        within = diff <= tol.atol + tol.rtol * np.abs(e) + (0.0 if bound is None else bound)
         if tol.relative_floor:
             within &= ~((e != 0) & (diff >= np.abs(e)))
     within |= ulps <= tol.ulp
@@ -338,7 +491,7 @@ def _as_binary(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _complex_comparison(actual: np.ndarray, expected: np.ndarray, tol, base: dict) -> Comparison:
+def _complex_comparison(actual: np.ndarray, expected: np.ndarray, tol, base: dict, bound: np.ndarray | None = None) -> Comparison:
     """Complex outputs: NaN and infinities per part, in position (and sign); an element whose four
     parts are finite passes when each part is within ``ulp`` ULP of its expected part, or when
     ``|a - e| <= atol + rtol * |e|`` in the complex modulus (with the relative floor: never when
@@ -359,7 +512,7 @@ def _complex_comparison(actual: np.ndarray, expected: np.ndarray, tol, base: dic
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.where(finite, np.abs(a - e), 0.0)
         magnitude = np.where(finite, np.abs(e), 0.0)
-        normwise = diff <= tol.atol + tol.rtol * magnitude
+        normwise = diff <= tol.atol + tol.rtol * magnitude + (0.0 if bound is None else bound)
         if tol.relative_floor:
             normwise &= ~((magnitude != 0) & (diff >= magnitude))
     partwise = (re_ok | ~re_fin) & (im_ok | ~im_fin)  # a non-finite part is judged by the NaN/Inf rules
@@ -389,9 +542,11 @@ and Chernoff's bound (Hoeffding's for sampling without replacement) for binomial
 counts, whose critical values come within 1% of the exact ones at these rates."""
 
 
-def compare_outputs(spec: OpSpec | None, call, actual, expected, tolerances) -> list[Comparison]:
+def compare_outputs(spec: OpSpec | None, call, actual, expected, tolerances, bounds=None, alternatives=None) -> list[Comparison]:
     """Each output of ``call`` against its expected one, the way the op spec's ``values`` says
-    (conformance.specs.VALUE_MODES). "reference": ``compare``, value by value. Otherwise ``expected``
+    (conformance.specs.VALUE_MODES). "reference": ``compare``, value by value, with each output's
+    accumulation bound from ``bounds`` and the other result eager's paths accept from ``alternatives``
+    (None, or None per output, where there is none). Otherwise ``expected``
     says only the shapes and dtypes (and, for "prefix", the defined values), and the values are held
     to what the op guarantees for every draw: neither eager's values nor the reference's can be
     another run's (a backend's random stream never equals eager's)."""
@@ -401,7 +556,9 @@ def compare_outputs(spec: OpSpec | None, call, actual, expected, tolerances) -> 
         for i, (a, e, t) in enumerate(zip(actual, expected, tolerances)):
             why = undefined_output(spec, call, i)
             if why is None:
-                out.append(compare(a, e, t))
+                b = bounds[i] if bounds is not None and i < len(bounds) else None
+                alt = alternatives[i] if alternatives is not None and i < len(alternatives) else None
+                out.append(compare(a, e, t, b if b is not None and np.shape(b) == np.shape(e) else None, alt))
             else:
                 a, e = np.asarray(a), np.asarray(e)
                 out.append(_layout_differs(a, e, t) or Comparison(True, f"shape and dtype match ({why})", total=int(e.size), **_base(e, t)))
@@ -436,21 +593,24 @@ def undefined_output(spec: OpSpec | None, call, index: int) -> str | None:
         return None
     from conformance.programs import _resolve_op, _schema_args
 
-    arguments = _arguments(call)
+    given = arguments(call)
     defaults = {a.name: a.default for a in _schema_args(_resolve_op(call.op)) if a.has_default}
     for key, allowed in rules[index].items():
-        value = arguments.get(key, defaults.get(key))
+        value = given.get(key, defaults.get(key))
         if value not in allowed:
             return f"values undefined for {key}={value!r}: defined for {key} in {list(allowed)} (op spec defined_outputs)"
     return None
 
 
-def _arguments(call) -> dict[str, Any]:
-    """The call's arguments by their ATen schema names, tensors as NumPy arrays."""
+def arguments(call) -> dict[str, Any]:
+    """The call's arguments by their ATen schema names, tensors as NumPy arrays (the schema's
+    defaults for those it leaves out)."""
     from conformance.programs import _resolve_op, _schema_args
 
     args, kwargs = call.numpy_args()
-    bound = dict(zip((a.name for a in _schema_args(_resolve_op(call.op))), args))
+    schema = _schema_args(_resolve_op(call.op))
+    bound = {a.name: a.default for a in schema if a.has_default}
+    bound.update(zip((a.name for a in schema), args))
     bound.update(kwargs)
     return bound
 
@@ -624,8 +784,8 @@ def _dropout(actual, expected, tolerances, call) -> list[Comparison]:
     input and mask all true; with it (train True or None), output is ``dropout_output`` of the mask
     returned, and the mask drops each element with probability p: all kept for p = 0, none for
     p = 1, else its dropped count binomial(n, p), by Chernoff's bound."""
-    arguments = _arguments(call)
-    x, p, train = arguments["input"], float(arguments["p"]), arguments.get("train")
+    given = arguments(call)
+    x, p, train = given["input"], float(given["p"]), given.get("train")
     (out, mask), (e_out, e_mask), (t_out, t_mask) = actual, expected, tolerances
     differs = [_layout_differs(out, e_out, t_out), _layout_differs(mask, e_mask, t_mask)]
     if any(differs):

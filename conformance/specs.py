@@ -84,10 +84,12 @@ class Tolerance:
     """When an actual floating-point element agrees with the expected one (conformance.oracle).
 
     An element passes when it is within ``ulp`` units in the last place of the expected
-    value, or within ``atol + rtol * |expected|`` -- except that, with ``relative_floor``,
-    an absolute tolerance never passes an element that is off by 100% or more of a nonzero
-    expected value (0 returned for a small normal or subnormal number, a flipped sign).
-    With ``signed_zero``, -0.0 and +0.0 differ.
+    value, or within ``atol + rtol * |expected|`` plus, for an op with a derived ``Bound``,
+    that element's accumulation bound. With ``relative_floor`` (model outputs only), an
+    absolute tolerance never passes an element that is off by 100% or more of a nonzero
+    expected value. With ``signed_zero``, -0.0 and +0.0 differ. With ``bias``, the elements
+    that differ must not lean one way (conformance.oracle.bias_test): a truncating half-type
+    kernel is within 1 ULP everywhere and wrong in the mean.
     """
 
     atol: float
@@ -96,8 +98,57 @@ class Tolerance:
     reason: str = ""
     source: str = "default"
     """Where this tolerance came from: default, op spec, or a backend's manifest."""
-    relative_floor: bool = True
+    relative_floor: bool = False
     signed_zero: bool = False
+    bias: bool = False
+
+
+BOUND_KINDS: Mapping[str, str] = MappingProxyType(
+    {
+        "sum": "each output element is a sum of n products of the inputs (a sum, a dot product, a convolution tap "
+        "sum, a scatter-add): |error| <= gamma(n + 2) * sum |terms|, n counted per element",
+        "mean": "each output element is such a sum divided by its length n: |error| <= gamma(n + 2) * mean |terms|",
+        "logsumexp": "m + log(sum exp(x - m)) (logsumexp, log_softmax): the sum of n positive terms has relative "
+        "error gamma(n + 2), so its log an absolute one: |error| <= gamma(n + 2) * (1 + log n) + u_out * (1 + log n)",
+        "softmax": "exp(x - m) / sum exp(x - m): a relative error gamma(n + 2) from the sum and u |x - m| from exp's "
+        "argument: |error| <= |e| * (gamma(n + 2) * (1 + log n) + u * |log |e||)",
+    }
+)
+"""The allowed ``kind`` of an op spec's ``bound`` (conformance.oracle.accumulation_bound)."""
+BOUND_LENGTHS = ("count", "ratio", "numel", "dim")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """An op's error bound derived from its computation (op spec ``bound``; conformance.oracle).
+
+    Each output element is a sum of terms, each a product of input elements (and the op's
+    scalars); ``sum |terms|`` per element is the op evaluated on the absolute values of its
+    inputs, in float64. In any summation order (pairwise, blocked, atomics, a wider
+    accumulator) a sum of n terms accumulated in a type of unit roundoff u is within
+    gamma(n) * sum |terms| of the exact sum, gamma(n) = n u / (1 - n u) (Higham, Accuracy and
+    Stability of Numerical Algorithms, 2nd ed., eq. 3.5 and section 4.2); two more roundings
+    (the op's scalars alpha/beta, a division by n) make it gamma(n + 2). The output is then
+    rounded to its dtype: the oracle adds 2 u_out |expected| (the op's tolerance)."""
+
+    kind: str
+    """``BOUND_KINDS``: sum or mean."""
+    length: str = "count"
+    """How n is found per output element: ``count`` the op evaluated on the nonzero pattern of its
+    inputs (ones, scalars 1: a sum gives its length, mm its inner size, cumsum i + 1); ``ratio``
+    numel(input) / numel(output) (a mean over dims); ``numel`` the numel of the largest input
+    (an upper bound, for averages over windows); ``dim`` the size of the call's ``dim`` (softmax)."""
+    accumulator: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """dtype -> the type eager accumulates it in, beside the default (the half types and float8
+    in float32, complex in its parts' type, the rest in themselves)."""
+    in_dtype_when: Mapping[str, tuple[Any, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    """Attribute values under which a half type accumulates in itself (a transposed convolution's
+    col2im adds its taps in the half type)."""
+    when: Mapping[str, tuple[Any, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    """Attribute values under which the op is such a sum (scatter_reduce with reduce "sum"); in other
+    calls the flat tolerance alone holds."""
+    reason: str = ""
+    """The derivation, in the op's words."""
 
 
 @dataclass(frozen=True)
@@ -137,8 +188,11 @@ class OpSpec:
     """Kinds of directed edge cases (conformance/strategies/directed.py) left out for this op, each
     with the measured reason; the report lists them."""
     accumulates: bool = False
-    """Results come from sums of many terms (reductions, matmul, conv, norms): cancellation
-    makes absolute error the right measure near zero, so ``relative_floor`` is off."""
+    """Results come from sums of many terms (reductions, matmul, conv, norms): cancellation makes
+    an absolute tolerance the right measure near zero, so a flat tolerance of such an op may carry
+    an atol (a ``bound`` derives it per element instead)."""
+    bound: Bound | None = None
+    """The error bound derived from the computation (``Bound``), or None: the flat tolerance alone."""
     values: str = "reference"
     """How the outputs' values are judged (``VALUE_MODES``; conformance.oracle.compare_outputs):
     against the reference's, value by value (the default), or where the op leaves them random or
@@ -148,6 +202,11 @@ class OpSpec:
     else the attribute values (by ATen schema name) under which it does, e.g. {"mode": (1, 2)}. In
     other calls the output is checked for its shape and dtype only (conformance.oracle.undefined_output):
     _embedding_bag's bag_size in sum mode holds whatever eager's kernel leaves there."""
+    weights: tuple[str, ...] = ()
+    """The tensor arguments (ATen schema names) that are weights in real models (a matmul's ``mat2``,
+    a convolution's ``weight`` and ``bias``, a norm's affine ``weight`` and ``bias``): the NUM check's
+    ``weights`` cases hand them as program constants and as runtime inputs
+    (``conformance.programs.with_weights``), since a backend may delegate only constant weights."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -201,7 +260,7 @@ class ModelSpec:
         from conformance.oracle import Tolerance
 
         d = max(int(depth), 1)
-        return Tolerance(atol=self.per_op_atol * d, rtol=self.per_op_rtol * d, reason=self.reason, source="model spec")
+        return Tolerance(atol=self.per_op_atol * d, rtol=self.per_op_rtol * d, reason=self.reason, source="model spec", relative_floor=True)
 
 
 @dataclass(frozen=True)
@@ -544,9 +603,11 @@ _OP_FIELDS = {
     "exact",
     "signed_zero",
     "accumulates",
+    "bound",
     "skip_edges",
     "values",
     "defined_outputs",
+    "weights",
 }
 
 VALUE_MODES: Mapping[str, str] = MappingProxyType(
@@ -585,7 +646,7 @@ def _dtypes(where: str, value: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
-EDGE_KINDS = ("model", "values", "large", "empty", "scalar", "attr", "dim", "broadcast")
+EDGE_KINDS = ("model", "values", "large", "large_finite", "spread", "empty", "scalar", "attr", "pairwise", "dim", "broadcast", "weights")
 
 
 def _skip_edges(where: str, table: dict) -> dict[str, str]:
@@ -595,6 +656,15 @@ def _skip_edges(where: str, table: dict) -> dict[str, str]:
         if not isinstance(reason, str) or not reason.strip():
             raise SpecError(f"{where}: skip_edges.{kind} needs the reason as a string")
     return dict(table)
+
+
+def _weights(where: str, names: list) -> tuple[str, ...]:
+    """weights: the names of tensor arguments that models hold as weights, each once."""
+    if not all(isinstance(n, str) and n.isidentifier() for n in names):
+        raise SpecError(f"{where}: weights must be a list of argument names (ATen schema names, e.g. \"mat2\"), got {names!r}")
+    if len(set(names)) != len(names):
+        raise SpecError(f"{where}: weights names an argument twice: {names!r}")
+    return tuple(names)
 
 
 def _defined_outputs(where: str, entries: list) -> tuple[Mapping[str, tuple[Any, ...]] | None, ...]:
@@ -613,6 +683,38 @@ def _defined_outputs(where: str, entries: list) -> tuple[Mapping[str, tuple[Any,
                 raise SpecError(f"{ewhere}.{key}: must be a non-empty list of the values under which the output is defined")
         out.append(MappingProxyType({key: tuple(allowed) for key, allowed in entry.items()}))
     return tuple(out)
+
+
+def _bound(where: str, table: dict, attrs: Mapping[str, tuple], dtypes: tuple[str, ...]) -> Bound | None:
+    """bound = { kind = "sum", length = "count", accumulator = { float16 = "float32" },
+    in_dtype_when = { transposed = [true] }, when = { reduce = ["sum"] }, reason = "..." } (``Bound``); {} for none."""
+    if not table:
+        return None
+    bwhere = f"{where}: bound"
+    _no_extra(bwhere, table, {"kind", "length", "accumulator", "in_dtype_when", "when", "reason"})
+    kind = _expect(bwhere, table, "kind", str)
+    if kind not in BOUND_KINDS:
+        raise SpecError(f"{bwhere}.kind {kind!r} unknown; known: " + "; ".join(f"{k!r} ({v})" for k, v in BOUND_KINDS.items()))
+    length = _expect(bwhere, table, "length", str, "count")
+    if length not in BOUND_LENGTHS:
+        raise SpecError(f"{bwhere}.length {length!r} unknown; known: {list(BOUND_LENGTHS)} (see conformance.specs.Bound)")
+    accumulator = _expect(bwhere, table, "accumulator", dict, {})
+    for dtype, acc in accumulator.items():
+        if dtype not in dtypes or acc not in KNOWN_DTYPE_NAMES:
+            raise SpecError(f"{bwhere}.accumulator.{dtype} = {acc!r}: needs one of the op's dtypes mapped to a dtype name")
+    conditions = {}
+    for name in ("in_dtype_when", "when"):
+        conditions[name] = {}
+        for key, allowed in _expect(bwhere, table, name, dict, {}).items():
+            if not isinstance(allowed, list) or not allowed:
+                raise SpecError(f"{bwhere}.{name}.{key}: must be a non-empty list of attribute values")
+            conditions[name][key] = tuple(allowed)
+    reason = _expect(bwhere, table, "reason", str)
+    if not reason.strip():
+        raise SpecError(f"{bwhere}: needs the derivation as its reason")
+    return Bound(kind=kind, length=length, accumulator=MappingProxyType(dict(accumulator)),
+                 in_dtype_when=MappingProxyType(conditions["in_dtype_when"]), when=MappingProxyType(conditions["when"]),
+                 reason=" ".join(reason.split()))
 
 
 def _values(where: str, mode: str) -> str:
@@ -690,9 +792,11 @@ def _load_ops(path: Path) -> list[OpSpec]:
                 exact=exact,
                 signed_zero=_expect(where, body, "signed_zero", bool, exact),
                 accumulates=_expect(where, body, "accumulates", bool, accumulates),
+                bound=_bound(where, _expect(where, body, "bound", dict, {}), attrs, dtypes),
                 skip_edges=MappingProxyType(_skip_edges(where, _expect(where, body, "skip_edges", dict, {}))),
                 values=_values(where, _expect(where, body, "values", str, "reference")),
                 defined_outputs=_defined_outputs(where, _expect(where, body, "defined_outputs", list, [])),
+                weights=_weights(where, _expect(where, body, "weights", list, [])),
             )
         )
     return out

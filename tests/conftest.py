@@ -60,7 +60,7 @@ def certified(tmp_path_factory, worker_id) -> dict[str, dict]:
 
 def _certify_seeded(out: Path) -> str | None:
     """The seeded proof goes through certify itself: one run, every seeded backend, one report each."""
-    names = ["reference"] + [f"{SEEDED}:{name}" for name in _import_path(f"{SEEDED}:DEFECTS")]
+    names = ["reference"] + [f"{SEEDED}:{name}" for name in (*_import_path(f"{SEEDED}:DEFECTS"), *_import_path(f"{SEEDED}:VARIANTS"))]
     command = [
         sys.executable, "-m", "conformance", "certify", *names,
         "--profile", "seeded", "--output", str(out), "--workers", "2", "--skip-perf",

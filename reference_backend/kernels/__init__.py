@@ -1,7 +1,8 @@
 """Vectorized NumPy kernels of the reference backend, one module per operator family.
 
 Importing this package fills ``KERNELS`` (operators, by ATen overload name and
-Edge-dialect spelling) and ``GRAPH_OPS`` (symbolic-size plumbing).
+Edge-dialect spelling), ``ALTERNATIVES`` (eager's other accepted result, where its paths differ)
+and ``GRAPH_OPS`` (symbolic-size plumbing).
 """
 
 from . import (  # noqa: F401  (registration by import)
@@ -25,6 +26,6 @@ from . import (  # noqa: F401  (registration by import)
     unary,
     upsample,
 )
-from ._registry import EDGE_ALIASES, GRAPH_OPS, KERNELS, kernel
+from ._registry import ALTERNATIVES, EDGE_ALIASES, GRAPH_OPS, KERNELS, alternative, kernel
 
-__all__ = ["EDGE_ALIASES", "GRAPH_OPS", "KERNELS", "kernel"]
+__all__ = ["ALTERNATIVES", "EDGE_ALIASES", "GRAPH_OPS", "KERNELS", "alternative", "kernel"]

@@ -173,6 +173,18 @@ def acc_type(dtype: np.dtype) -> np.dtype:
     return dtype
 
 
+def exact_type(dtype: np.dtype) -> np.dtype:
+    """The type the reference sums products of ``dtype`` in: float64 (complex128) for every
+    floating type, so that a sum is rounded once, to the result, and any order an implementation
+    takes is within the oracle's derived bound of it (op spec ``bound``); int64 for integers,
+    where sums wrap as ATen's do."""
+    if is_complex(dtype):
+        return np.dtype(np.complex128)
+    if is_float(dtype):
+        return float64
+    return acc_type(dtype)
+
+
 def float_result(dtype: np.dtype) -> np.dtype:
     """Result dtype of an op that always returns floating point (sin of an int is float32, of a
     complex the complex)."""

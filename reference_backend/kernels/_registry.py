@@ -22,6 +22,24 @@ EDGE_ALIASES: dict[str, str] = {}
 GRAPH_OPS: dict[str, Kernel] = {}
 """Graph plumbing that is not an operator: symbolic-size arithmetic and runtime asserts."""
 
+ALTERNATIVES: dict[str, Kernel] = {}
+"""Where eager's own paths compute an op two ways (its vectorized loop and its scalar tail), the
+other accepted result: a kernel with the op's signature and outputs. The reference's kernel is the
+expected value; an element equal to the alternative's passes too (conformance.oracle.compare)."""
+
+
+def alternative(*names: str) -> Callable[[Kernel], Kernel]:
+    """Register ``fn`` as the other accepted result of ATen overloads ``names`` (``ALTERNATIVES``)."""
+
+    def register(fn: Kernel) -> Kernel:
+        for name in names:
+            if name in ALTERNATIVES:
+                raise RuntimeError(f"alternative of {name} registered twice")
+            ALTERNATIVES[name] = fn
+        return fn
+
+    return register
+
 
 def kernel(*names: str, edge: tuple[str, ...] = ()) -> Callable[[Kernel], Kernel]:
     """Register ``fn`` under ATen overload ``names`` and Edge-dialect spellings ``edge``."""

@@ -22,7 +22,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ._dtypes import acc_type, bfloat16, cast, float16, float32, int64, is_bool, is_int
+from ._dtypes import exact_type, bfloat16, cast, float16, float32, int64, is_bool, is_int
 from ._registry import kernel
 
 
@@ -147,7 +147,7 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     channels = input.shape[1]
     if groups < 1 or channels % groups:
         raise ValueError(f"convolution: groups={groups} must divide the {channels} input channels")
-    compute = acc_type(dtype)
+    compute = exact_type(dtype)  # float64: the taps summed, then rounded once (transposed half types aside)
     x, w = input.astype(compute, copy=False), weight.astype(compute, copy=False)
     if is_int(dtype) and dtype != int64 and max(dilation) > 1 and not transposed:
         # ATen routes dilated integer convolutions to slow_conv_dilated, which dispatches int64 only.

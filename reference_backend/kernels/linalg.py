@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._dtypes import acc_type, bfloat16, cast, float16, float32, float64, int64, is_bool, is_int
+from ._dtypes import exact_type, bfloat16, cast, float16, float32, float64, int64, is_bool, is_int
 from ._registry import kernel
 
 
@@ -33,8 +33,9 @@ def _common_dtype(name: str, *tensors: np.ndarray) -> np.dtype:
 
 
 def _product(a: np.ndarray, b: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """a @ b in the compute type of ``dtype`` (BLAS for float32/float64), not yet rounded."""
-    compute = acc_type(dtype)
+    """a @ b in float64 for every float dtype (``exact_type``), not yet rounded: rounded once to
+    ``dtype`` it is within the op spec's derived bound of any summation order."""
+    compute = exact_type(dtype)
     return np.matmul(a.astype(compute, copy=False), b.astype(compute, copy=False))
 
 
@@ -201,6 +202,21 @@ def _check_distance_dtype(name: str, *tensors: np.ndarray) -> np.dtype:
     return dtype
 
 
+def _euclidean_distance(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
+    """sqrt(max(||a||^2 + ||b||^2 - 2 a.b, 0)) for every row a of x1 and b of x2, in the input dtype:
+    Distance.cpp's _euclidean_dist, one matrix product of [-2 x1, ||x1||^2, 1] and [x2, 1, ||x2||^2].
+    The expansion cancels: near a zero distance its rounding error is about sqrt(M eps) ||a|| (the
+    op spec's notes), so only the summation order separates this from eager; an infinity meets a
+    finite difference as inf - inf = NaN where the direct formula gives inf."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        n1 = np.sum(x1 * x1, axis=-1, keepdims=True)
+        n2 = np.sum(x2 * x2, axis=-1, keepdims=True)
+        left = np.concatenate([x1 * x1.dtype.type(-2), n1, np.ones_like(n1)], axis=-1)
+        right = np.concatenate([x2, np.ones_like(n2), n2], axis=-1)
+        squared = np.matmul(left, np.swapaxes(right, -1, -2))
+        return np.sqrt(np.maximum(squared, 0))  # clamp_min_(0) keeps NaN, as np.maximum does
+
+
 @kernel("aten._cdist_forward.default")
 def _cdist_forward(x1, x2, p, compute_mode):
     """result[..., i, j] = ||x1[..., i, :] - x2[..., j, :]||_p, batch dims broadcast (Distance.cpp
@@ -210,8 +226,7 @@ def _cdist_forward(x1, x2, p, compute_mode):
     each norm's map and sum (max for p = inf, where std::max(agg, NaN) keeps agg: NaN differences drop
     out) in the input dtype; the reference sums the same terms in float64 and rounds once, within the
     op spec's tolerance. For p = 2 with compute_mode 1, or compute_mode None/0 and more than 25 rows
-    in x1 or x2, ATen instead expands ||a||^2 + ||b||^2 - 2 a.b through a matrix product
-    (_euclidean_dist), a different formula: the reference refuses it (the signature never draws it).
+    in x1 or x2, ATen instead expands the square through a matrix product (``_euclidean_distance``).
     """
     dtype = _check_distance_dtype("cdist", x1, x2)
     if x1.ndim < 2 or x2.ndim < 2:
@@ -225,11 +240,12 @@ def _cdist_forward(x1, x2, p, compute_mode):
     if mode not in (0, 1, 2):
         raise ValueError(f"cdist: compute_mode must be None, 0, 1 or 2, got {compute_mode}")
     r1, r2 = x1.shape[-2], x2.shape[-2]
-    if p == 2 and (mode == 1 or (mode == 0 and (r1 > 25 or r2 > 25))):
-        raise NotImplementedError("cdist: the matrix-product path for p = 2 (_euclidean_dist) is not computed by the reference")
     batch = np.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
-    a = np.broadcast_to(x1, (*batch, *x1.shape[-2:]))[..., :, None, :]
-    b = np.broadcast_to(x2, (*batch, *x2.shape[-2:]))[..., None, :, :]
+    x1 = np.broadcast_to(x1, (*batch, *x1.shape[-2:]))
+    x2 = np.broadcast_to(x2, (*batch, *x2.shape[-2:]))
+    if p == 2 and (mode == 1 or (mode == 0 and (r1 > 25 or r2 > 25))):
+        return _euclidean_distance(x1, x2)
+    a, b = x1[..., :, None, :], x2[..., None, :, :]
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.abs(a - b)  # rounded to the input dtype, as ATen computes it
         terms = _distance_terms(diff, p)

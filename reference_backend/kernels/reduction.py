@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from concurrent.futures import ThreadPoolExecutor
 
+import ml_dtypes
 import numpy as np
 
 from ._dtypes import (
@@ -42,7 +43,7 @@ from ._dtypes import (
     is_int,
     opmath,
 )
-from ._registry import kernel
+from ._registry import alternative, kernel
 
 _HALF_TYPES = (float16, bfloat16)
 _UINT8 = np.dtype(np.uint8)
@@ -184,6 +185,44 @@ def _prod(x: np.ndarray, axis: int, keepdim: bool, out: np.dtype) -> np.ndarray:
             result = np.multiply.reduce(x, axis=axis)
     result = np.asarray(result, out)
     return np.expand_dims(result, axis) if keepdim else result
+
+
+def _prod_other_order(x: np.ndarray, axis: int, keepdim: bool, out: np.dtype, result: np.ndarray) -> np.ndarray:
+    """``result`` with the other accepted value where the order of multiplication decides it: a
+    product holding a zero and no NaN or infinity, whose factors of magnitude above 1 overflow
+    ``out`` together, is NaN in an order that overflows before it meets the zero (inf * 0) and a
+    signed zero in one that meets the zero first. eager's vectorized fold (several lanes from 4
+    SIMD vectors on) and the reference's left-to-right fold take either."""
+    if not is_float(out) or x.size == 0:
+        return result
+    w = as_array(x, out).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        big = np.sum(np.where(np.abs(w) > 1, np.log(np.abs(w)), 0.0), axis=axis, keepdims=keepdim)
+        zero = np.any(w == 0, axis=axis, keepdims=keepdim)
+        special = np.any(~np.isfinite(w), axis=axis, keepdims=keepdim)
+        negative = np.sum(np.signbit(w), axis=axis, keepdims=keepdim) % 2 == 1
+    limit = math.log(float(ml_dtypes.finfo(out).max)) if out in _HALF_TYPES or "float8" in str(out) else math.log(float(np.finfo(out).max))
+    either = zero & ~special & (big > limit)
+    signed_zero = np.where(negative, -0.0, 0.0)
+    other = np.where(np.isnan(np.asarray(result, np.float64)), signed_zero, np.nan)
+    return np.where(either, other, np.asarray(result, np.float64)).astype(out)
+
+
+@alternative("aten.prod.dim_int")
+def prod_dim_other_order(self, dim, keepdim=False, *, dtype=None):
+    x = np.asarray(self)
+    out = _integral_result(x, dtype)
+    if x.ndim == 0:
+        return as_array(x, out).copy()
+    axis = _wrap_dim(dim, x.ndim, "prod")
+    return _prod_other_order(x, axis, keepdim, out, _prod(x, axis, keepdim, out))
+
+
+@alternative("aten.prod.default")
+def prod_all_other_order(self, *, dtype=None):
+    x = np.asarray(self).reshape(-1)
+    out = _integral_result(x, dtype)
+    return _prod_other_order(x, 0, False, out, _prod(x, 0, False, out))
 
 
 @kernel("aten.prod.dim_int")

@@ -1364,3 +1364,215 @@ class StartsAWorkerPerInit(ReferenceRuntime):
 
 
 defect("init_leaks_a_thread", ["RT-016"], runtime=StartsAWorkerPerInit())
+
+
+# -- Input coverage (issue 27, item 6): same-byte-size arguments, one strided operand, constant weights,
+# -- quantize ties. Each passed every check before the check it names was widened.
+
+
+class ChecksInputsByByteCount(ReferenceRuntime):
+    """Checks each input only by its byte count, as a runtime that memcpys inputs into planned
+    buffers does: an input of another dtype or shape with the same number of bytes is taken and its
+    bytes read as the program's dtype and shape."""
+
+    def _bind_inputs(self, plan, args):
+        from conformance.api import EValue
+        from reference_backend.blob import DimKind
+
+        program = plan.program
+        if isinstance(args, (list, tuple)) and len(args) == len(program.inputs) + len(program.outputs):
+            args = list(args)
+            for position, value_id in enumerate(program.inputs):
+                value = args[position].value if isinstance(args[position], EValue) else None
+                dims = program.values[value_id].dims
+                if not isinstance(value, np.ndarray) or any(d.kind is not DimKind.STATIC for d in dims):
+                    continue
+                dtype, shape = plan.dtypes[value_id], tuple(d.value for d in dims)
+                if value.nbytes == np.empty(shape, dtype).nbytes and (value.dtype != dtype or value.shape != shape):
+                    args[position] = EValue(np.ascontiguousarray(value).view(np.uint8).view(dtype).reshape(shape))
+        return super()._bind_inputs(plan, args)
+
+
+defect("inputs_checked_by_byte_count", ["RT-009", "RT-010"], runtime=ChecksInputsByByteCount())
+
+
+class AddWalksOperandsWithFirstStrides(ReferenceRuntime):
+    """add's kernel computes one set of strides, the first operand's, and walks both operands with
+    it: right whenever the operands share a layout (both contiguous, both transposed), and with the
+    first contiguous it reads the second operand's buffer as if it were contiguous."""
+
+    def execute(self, context, handle, args):
+        from conformance.api import EValue
+
+        if "aten.add.Tensor" in _program_ops(handle) and len(args) >= 2:
+            first, second = (a.value if isinstance(a, EValue) else None for a in args[:2])
+            if (isinstance(first, np.ndarray) and isinstance(second, np.ndarray) and first.flags.c_contiguous
+                    and second.size and not second.flags.c_contiguous):
+                misread = np.lib.stride_tricks.as_strided(second, second.shape, np.empty(second.shape, second.dtype).strides)
+                args = [args[0], EValue(misread.copy()), *args[2:]]
+        return super().execute(context, handle, args)
+
+
+defect("add_reads_second_operand_as_contiguous", ["NUM-001"], runtime=AddWalksOperandsWithFirstStrides())
+
+
+class PacksConstantMatmulWeightsAsLinear(ReferenceRuntime):
+    """Packs a constant matrix operand of addmm at init as if it were a linear layer's weight (stored
+    [out_features, in_features], read transposed): right for a weight that arrives as an input,
+    wrong for one in named data, the only kind a backend like XNNPACK delegates."""
+
+    def _load_constants(self, program, context):
+        from reference_backend.blob import Ref
+
+        constants = super()._load_constants(program, context)
+        for ins in program.instructions:
+            mat2 = ins.args[2] if ins.op == "aten.addmm.default" and len(ins.args) > 2 else None
+            if isinstance(mat2, Ref) and mat2.id in constants:
+                weight = constants[mat2.id]
+                k, n = weight.shape
+                constants[mat2.id] = np.ascontiguousarray(weight.reshape(n, k).T)
+        return constants
+
+
+defect("constant_matmul_weight_packed_transposed", ["NUM-001"], runtime=PacksConstantMatmulWeightsAsLinear())
+
+
+# -- NUM: verdicts at the margins (conformance/oracle.py: derived bounds, half-type rounding) -------
+# Each is wrong by less than a flat tolerance passed: the derived bound of an accumulating op, the
+# 1-ULP rule and bias test of the half types, and relative tolerances on tiny results catch them.
+
+
+def _conv_bfloat16_shifted(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):  # noqa: A002
+    out = _conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    if out.dtype == bfloat16 and out.size:
+        return (out.astype(np.float32) + 1.5).astype(bfloat16)  # a stray bias term: +1.5 on every element
+    return out
+
+
+defect("conv_bfloat16_adds_one_and_a_half", ["NUM-001"], runtime=_with("aten.convolution.default", _conv_bfloat16_shifted))
+
+
+def _sum_scaled(self, dim, keepdim=False, *, dtype=None):
+    out = _sum(self, dim, keepdim, dtype=dtype)
+    if out.dtype == np.float32:
+        return (out.astype(np.float64) * (1 + 1e-5)).astype(np.float32)  # a scale folded in twice, 84 ULP
+    return out
+
+
+defect("float32_sum_scaled_by_1e-5", ["NUM-001"], runtime=_with("aten.sum.dim_IntList", _sum_scaled))
+
+_exp = KERNELS["aten.exp.default"]
+
+
+def _exp_bfloat16_truncated(self):
+    if np.asarray(self).dtype == bfloat16:
+        wide = np.exp(np.asarray(self, np.float32))
+        return (wide.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32).astype(bfloat16)  # drops the low bits: toward zero
+    return _exp(self)
+
+
+defect("exp_bfloat16_truncates", ["NUM-001"], runtime=_with("aten.exp.default", _exp_bfloat16_truncated))
+
+_rsqrt = KERNELS["aten.rsqrt.default"]
+
+
+def _rsqrt_off_at_the_top(self):
+    out = _rsqrt(self)
+    if out.dtype == np.float32:
+        # a fast inverse square root whose initial guess saturates for the top binades: 1.5x off there
+        return np.where(np.abs(np.asarray(self, np.float32)) > 1e38, out * np.float32(1.5), out).astype(np.float32)
+    return out
+
+
+defect("rsqrt_wrong_near_float32_max", ["NUM-001"], runtime=_with("aten.rsqrt.default", _rsqrt_off_at_the_top))
+
+
+def _div_half_floor_by_reciprocal(self, other, *, rounding_mode=None):
+    out = _div_mode(self, other, rounding_mode=rounding_mode)
+    half = {np.asarray(self).dtype, np.asarray(other).dtype} & {float16, bfloat16}
+    if rounding_mode in ("floor", "trunc") and half and out.dtype in (float16, bfloat16):
+        # a / b as a * (1 / b) with the reciprocal rounded to the half type: 6 / 3 becomes 1.99.. -> 1
+        recip = (1 / np.asarray(other, np.float32)).astype(out.dtype).astype(np.float32)
+        with np.errstate(all="ignore"):
+            q = np.asarray(self, np.float32) * recip
+            q = np.floor(q) if rounding_mode == "floor" else np.trunc(q)
+        return np.where(np.isfinite(q), q, out.astype(np.float32)).astype(out.dtype)
+    return out
+
+
+defect("half_floor_division_off_by_one", ["NUM-001"], runtime=_with("aten.div.Tensor_mode", _div_half_floor_by_reciprocal))
+
+
+# Correct variants: each computes what PyTorch computes, by another legitimate route; every one must
+# certify (tests/test_seeded_defects.py). They prove the derived bounds fail no summation order.
+VARIANTS: dict[str, BackendUnderTest] = {}
+
+
+def variant(name, **parts):
+    backend = _make(name, **parts)
+    VARIANTS[name] = backend
+    globals()[name] = backend
+    return backend
+
+
+def _sum_reversed(self, dim, keepdim=False, *, dtype=None):
+    """Sums in the input's dtype promoted to float32 (float64 for float64), last element first."""
+    x = np.asarray(self)
+    out = _sum(x, dim, keepdim, dtype=dtype)
+    if out.dtype.kind != "f" or x.size == 0:
+        return out
+    axes = tuple(range(x.ndim)) if not dim else tuple(d % max(x.ndim, 1) for d in dim)
+    acc = np.float64 if out.dtype == np.float64 else np.float32
+    moved = np.moveaxis(x.astype(acc), axes, tuple(range(-len(axes), 0))) if axes else x.astype(acc)[..., None]
+    flat = moved.reshape(moved.shape[: moved.ndim - max(len(axes), 1)] + (-1,))
+    total = np.zeros(flat.shape[:-1], acc)
+    with np.errstate(all="ignore"):
+        for k in range(flat.shape[-1] - 1, -1, -1):  # one rounding per addition, in reverse order
+            total = (total + flat[..., k]).astype(acc)
+    return total.reshape(out.shape).astype(out.dtype)
+
+
+def _sum_pairwise(self, dim, keepdim=False, *, dtype=None):
+    """Pairwise (tree) summation in float32 (float64 for float64): halves added until one remains."""
+    x = np.asarray(self)
+    out = _sum(x, dim, keepdim, dtype=dtype)
+    if out.dtype.kind != "f" or x.size == 0:
+        return out
+    axes = tuple(range(x.ndim)) if not dim else tuple(d % max(x.ndim, 1) for d in dim)
+    acc = np.float64 if out.dtype == np.float64 else np.float32
+    moved = np.moveaxis(x.astype(acc), axes, tuple(range(-len(axes), 0))) if axes else x.astype(acc)[..., None]
+    level = moved.reshape(moved.shape[: moved.ndim - max(len(axes), 1)] + (-1,))
+    with np.errstate(all="ignore"):
+        while level.shape[-1] > 1:
+            if level.shape[-1] % 2:
+                level = np.concatenate([level, np.zeros(level.shape[:-1] + (1,), acc)], axis=-1)
+            level = (level[..., 0::2] + level[..., 1::2]).astype(acc)
+    return level[..., 0].reshape(out.shape).astype(out.dtype)
+
+
+_mm = KERNELS["aten.mm.default"]
+
+
+def _mm_float64_accumulator(self, mat2):
+    """float32 products accumulated in float64, then rounded once (a wider accumulator)."""
+    if np.asarray(self).dtype == np.float32 and np.asarray(mat2).dtype == np.float32:
+        return (np.asarray(self, np.float64) @ np.asarray(mat2, np.float64)).astype(np.float32)
+    return _mm(self, mat2)
+
+
+def _mm_float32_blocked(self, mat2):
+    """float32 products accumulated in float32, K in blocks of 3 summed block by block."""
+    a, b = np.asarray(self), np.asarray(mat2)
+    if a.dtype != np.float32 or b.dtype != np.float32 or a.shape[1] == 0:
+        return _mm(self, mat2)
+    out = np.zeros((a.shape[0], b.shape[1]), np.float32)
+    with np.errstate(all="ignore"):
+        for k in range(0, a.shape[1], 3):
+            out = (out + (a[:, k : k + 3] @ b[k : k + 3, :]).astype(np.float32)).astype(np.float32)
+    return out
+
+
+variant("sum_in_reverse_order", runtime=_with("aten.sum.dim_IntList", _sum_reversed))
+variant("sum_pairwise", runtime=_with("aten.sum.dim_IntList", _sum_pairwise))
+variant("mm_float64_accumulator", runtime=_with("aten.mm.default", _mm_float64_accumulator))
+variant("mm_float32_blocked", runtime=_with("aten.mm.default", _mm_float32_blocked))
