@@ -222,8 +222,16 @@ def bounds(spec, call, outputs) -> tuple[np.ndarray | None, ...]:
         first = sizes[0] if sizes else 1
         lengths = [None if o is None else (first / max(1, np.size(o)) if rule.length == "ratio" else max(sizes, default=1))
                    for o in outputs]  # fmt: skip
-    if rule.kind in ("sum", "mean"):
-        terms = _transformed(call, lambda v: np.abs(v.astype(np.complex128 if v.dtype.kind == "c" else np.float64)).astype(np.float64), abs)
+    if rule.kind == "interpolation":  # weights the op chooses: the largest |x| of the input's plane (N, C, ...)
+        x = _finite_magnitudes(np.asarray(call.tensors()[0].value))
+        with np.errstate(invalid="ignore"):
+            plane = np.max(x.reshape(x.shape[:2] + (-1,)), axis=-1, initial=0.0) if x.ndim > 2 and x.size else None
+        terms = [None if o is None or plane is None or np.shape(o)[:2] != plane.shape
+                 else np.broadcast_to(plane.reshape(plane.shape + (1,) * (np.ndim(o) - 2)), np.shape(o)) * rule.weight_sum
+                 for o in outputs]  # fmt: skip
+        lengths = [None if o is None else float(rule.taps) for o in outputs]
+    elif rule.kind in ("sum", "mean"):
+        terms = _transformed(call, _finite_magnitudes, abs)
     else:  # the log-sum kinds: a function of n and of the expected value alone (oracle.accumulation_bound)
         terms = [None if o is None else np.asarray(o) for o in outputs]
     out = []
@@ -233,6 +241,13 @@ def bounds(spec, call, outputs) -> tuple[np.ndarray | None, ...]:
             continue
         out.append(oracle.accumulation_bound(rule, oracle.dtype_name(np.asarray(o).dtype), t, n, arguments))
     return tuple(out)
+
+
+def _finite_magnitudes(v: np.ndarray) -> np.ndarray:
+    """|v| in float64 with NaN and infinities as 0: the terms whose sum's rounding the bound covers
+    (a NaN or an infinite input decides its outputs by the NaN and infinity rules alone)."""
+    m = np.abs(v.astype(np.complex128 if v.dtype.kind == "c" else np.float64)).astype(np.float64)
+    return np.where(np.isfinite(m), m, 0.0)
 
 
 def _transformed(call, tensor, scalar) -> list[np.ndarray | None]:

@@ -112,6 +112,8 @@ BOUND_KINDS: Mapping[str, str] = MappingProxyType(
         "error gamma(n + 2), so its log an absolute one: |error| <= gamma(n + 2) * (1 + log n) + u_out * (1 + log n)",
         "softmax": "exp(x - m) / sum exp(x - m): a relative error gamma(n + 2) from the sum and u |x - m| from exp's "
         "argument: |error| <= |e| * (gamma(n + 2) * (1 + log n) + u * |log |e||)",
+        "interpolation": "a weighted sum of ``taps`` input elements of one plane with weights of signs the op chooses "
+        "(sum |w| <= ``weight_sum``): |error| <= gamma(taps + 2) * weight_sum * max |x| over the plane",
     }
 )
 """The allowed ``kind`` of an op spec's ``bound`` (conformance.oracle.accumulation_bound)."""
@@ -147,6 +149,10 @@ class Bound:
     when: Mapping[str, tuple[Any, ...]] = field(default_factory=lambda: MappingProxyType({}))
     """Attribute values under which the op is such a sum (scatter_reduce with reduce "sum"); in other
     calls the flat tolerance alone holds."""
+    taps: int = 0
+    """``interpolation``: the number of input elements each output element weighs."""
+    weight_sum: float = 0.0
+    """``interpolation``: the largest sum of the absolute weights of one output element."""
     reason: str = ""
     """The derivation, in the op's words."""
 
@@ -691,7 +697,7 @@ def _bound(where: str, table: dict, attrs: Mapping[str, tuple], dtypes: tuple[st
     if not table:
         return None
     bwhere = f"{where}: bound"
-    _no_extra(bwhere, table, {"kind", "length", "accumulator", "in_dtype_when", "when", "reason"})
+    _no_extra(bwhere, table, {"kind", "length", "accumulator", "in_dtype_when", "when", "taps", "weight_sum", "reason"})
     kind = _expect(bwhere, table, "kind", str)
     if kind not in BOUND_KINDS:
         raise SpecError(f"{bwhere}.kind {kind!r} unknown; known: " + "; ".join(f"{k!r} ({v})" for k, v in BOUND_KINDS.items()))
@@ -712,7 +718,10 @@ def _bound(where: str, table: dict, attrs: Mapping[str, tuple], dtypes: tuple[st
     reason = _expect(bwhere, table, "reason", str)
     if not reason.strip():
         raise SpecError(f"{bwhere}: needs the derivation as its reason")
-    return Bound(kind=kind, length=length, accumulator=MappingProxyType(dict(accumulator)),
+    taps, weight_sum = _expect(bwhere, table, "taps", int, 0), float(_expect(bwhere, table, "weight_sum", (int, float), 0.0))
+    if (kind == "interpolation") != (taps > 0 and weight_sum > 0):
+        raise SpecError(f"{bwhere}: taps and weight_sum (both positive) go with kind 'interpolation', and only with it")
+    return Bound(kind=kind, length=length, accumulator=MappingProxyType(dict(accumulator)), taps=taps, weight_sum=weight_sum,
                  in_dtype_when=MappingProxyType(conditions["in_dtype_when"]), when=MappingProxyType(conditions["when"]),
                  reason=" ".join(reason.split()))
 
