@@ -266,40 +266,34 @@ def shape_probes(array: np.ndarray) -> list[tuple[str, np.ndarray]]:
     return probes
 
 
-def test_RT_009_wrong_dtype(backend, result):
+def _refuses_each(backend, result, make_probes, describe) -> list:
+    """Execute with input 0 replaced by each of ``make_probes(input 0)``'s arrays: every one must be
+    InvalidArgument. ``describe(label, wrong, first)`` names a probe in the failure. Returns the probes."""
     driver, program, out, expected = _prepared(backend, result)
+    first = program.inputs[0]
+    probes = make_probes(first)
     outputs = [EValue(np.zeros_like(e)) for e in expected]
-    probes = dtype_probes(program.inputs[0])
 
     def check(loaded):
         for label, wrong in probes:
             args = [EValue(wrong)] + [EValue(np.array(a)) for a in program.inputs[1:]] + outputs
-            _expect_error(
-                lambda: backend.runtime.execute(_context(), loaded.handle, args),
-                (Error.InvalidArgument,),
-                f"execute with input 0 {list(program.inputs[0].shape)} as {label}",
-            )
+            _expect_error(lambda: backend.runtime.execute(_context(), loaded.handle, args), (Error.InvalidArgument,),
+                          describe(label, wrong, first))
 
     _with_handle(driver, out, check)
+    return probes
+
+
+def test_RT_009_wrong_dtype(backend, result):
+    probes = _refuses_each(backend, result, dtype_probes, lambda label, wrong, first: f"execute with input 0 {list(first.shape)} as {label}")
     result.stats(probes=[label for label, _ in probes])
 
 
 def test_RT_010_wrong_shape(backend, result):
-    driver, program, out, expected = _prepared(backend, result)
-    first = program.inputs[0]
-    outputs = [EValue(np.zeros_like(e)) for e in expected]
-    probes = shape_probes(first)
-
-    def check(loaded):
-        for label, wrong in probes:
-            args = [EValue(wrong)] + [EValue(np.array(a)) for a in program.inputs[1:]] + outputs
-            _expect_error(
-                lambda: backend.runtime.execute(_context(), loaded.handle, args),
-                (Error.InvalidArgument,),
-                f"execute with a {label} input 0 {list(wrong.shape)} (the program's is {list(first.shape)})",
-            )
-
-    _with_handle(driver, out, check)
+    probes = _refuses_each(
+        backend, result, shape_probes,
+        lambda label, wrong, first: f"execute with a {label} input 0 {list(wrong.shape)} (the program's is {list(first.shape)})",
+    )
     result.stats(probes=[f"{label} {list(wrong.shape)}" for label, wrong in probes])
 
 

@@ -1515,19 +1515,25 @@ def variant(name, **parts):
     return backend
 
 
+def _lanes(x: np.ndarray, dim, out: np.dtype) -> tuple[np.ndarray, type]:
+    """The terms of each output of sum(x, dim) along a last axis, in the accumulation type (float32,
+    float64 for float64)."""
+    axes = tuple(range(x.ndim)) if not dim else tuple(d % max(x.ndim, 1) for d in dim)
+    acc = np.float64 if out == np.float64 else np.float32
+    moved = np.moveaxis(x.astype(acc), axes, tuple(range(-len(axes), 0))) if axes else x.astype(acc)[..., None]
+    return moved.reshape(moved.shape[: moved.ndim - max(len(axes), 1)] + (-1,)), acc
+
+
 def _sum_reversed(self, dim, keepdim=False, *, dtype=None):
-    """Sums in the input's dtype promoted to float32 (float64 for float64), last element first."""
+    """Sums in float32 (float64 for float64), last element first, one rounding per addition."""
     x = np.asarray(self)
     out = _sum(x, dim, keepdim, dtype=dtype)
     if out.dtype.kind != "f" or x.size == 0:
         return out
-    axes = tuple(range(x.ndim)) if not dim else tuple(d % max(x.ndim, 1) for d in dim)
-    acc = np.float64 if out.dtype == np.float64 else np.float32
-    moved = np.moveaxis(x.astype(acc), axes, tuple(range(-len(axes), 0))) if axes else x.astype(acc)[..., None]
-    flat = moved.reshape(moved.shape[: moved.ndim - max(len(axes), 1)] + (-1,))
+    flat, acc = _lanes(x, dim, out.dtype)
     total = np.zeros(flat.shape[:-1], acc)
     with np.errstate(all="ignore"):
-        for k in range(flat.shape[-1] - 1, -1, -1):  # one rounding per addition, in reverse order
+        for k in range(flat.shape[-1] - 1, -1, -1):
             total = (total + flat[..., k]).astype(acc)
     return total.reshape(out.shape).astype(out.dtype)
 
@@ -1538,10 +1544,7 @@ def _sum_pairwise(self, dim, keepdim=False, *, dtype=None):
     out = _sum(x, dim, keepdim, dtype=dtype)
     if out.dtype.kind != "f" or x.size == 0:
         return out
-    axes = tuple(range(x.ndim)) if not dim else tuple(d % max(x.ndim, 1) for d in dim)
-    acc = np.float64 if out.dtype == np.float64 else np.float32
-    moved = np.moveaxis(x.astype(acc), axes, tuple(range(-len(axes), 0))) if axes else x.astype(acc)[..., None]
-    level = moved.reshape(moved.shape[: moved.ndim - max(len(axes), 1)] + (-1,))
+    level, acc = _lanes(x, dim, out.dtype)
     with np.errstate(all="ignore"):
         while level.shape[-1] > 1:
             if level.shape[-1] % 2:
