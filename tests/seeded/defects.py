@@ -1518,8 +1518,10 @@ def variant(name, **parts):
 def _lanes(x: np.ndarray, dim, out: np.dtype) -> tuple[np.ndarray, type]:
     """The terms of each output of sum(x, dim) along a last axis, in the accumulation type (float32,
     float64 for float64)."""
-    axes = tuple(range(x.ndim)) if not dim else tuple(d % max(x.ndim, 1) for d in dim)
     acc = np.float64 if out == np.float64 else np.float32
+    if x.ndim == 0:  # a 0-d input's sum over dim 0 or -1 is its one term
+        return x.astype(acc).reshape(1), acc
+    axes = tuple(range(x.ndim)) if not dim else tuple(d % x.ndim for d in dim)
     moved = np.moveaxis(x.astype(acc), axes, tuple(range(-len(axes), 0))) if axes else x.astype(acc)[..., None]
     return moved.reshape(moved.shape[: moved.ndim - max(len(axes), 1)] + (-1,)), acc
 
