@@ -30,6 +30,7 @@ import numpy as np
 from conformance.api.scalar_type import complex_dtype, component_dtype, dtype_name, is_complex, is_floating
 from conformance.specs import OpSpec, Tolerance
 
+
 def _tiny(dtype: str) -> float:
     """The smallest normal number of a float dtype."""
     return float(ml_dtypes.finfo(np.dtype(dtype)).smallest_normal) if dtype.startswith(("bfloat16", "float8")) else float(

@@ -22,7 +22,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ._dtypes import exact_type, bfloat16, cast, float16, float32, int64, is_bool, is_int
+from ._dtypes import bfloat16, cast, exact_type, float16, float32, int64, is_bool, is_int
 from ._registry import kernel
 
 

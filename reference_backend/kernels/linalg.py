@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._dtypes import exact_type, bfloat16, cast, float16, float32, float64, int64, is_bool, is_int
+from ._dtypes import bfloat16, cast, exact_type, float16, float32, float64, int64, is_bool, is_int
 from ._registry import kernel
 
 
