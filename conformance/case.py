@@ -30,6 +30,7 @@ Messages name the call (``Call.describe``) and never a caller's label: a check p
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -210,6 +211,8 @@ def bounds(spec, call, outputs) -> tuple[np.ndarray | None, ...]:
     arguments = oracle.arguments(call)
     if any(arguments.get(k) not in allowed for k, allowed in rule.when.items()):
         return ()
+    if rule.kind == "moments":
+        return _moments(call, arguments, outputs, rule)
     sizes = [int(t.value.size) for t in call.tensors()]
     if rule.length == "count":
         lengths = _transformed(call, lambda v: (v != 0).astype(np.float64), lambda v: 1)
@@ -218,6 +221,10 @@ def bounds(spec, call, outputs) -> tuple[np.ndarray | None, ...]:
         dims = arguments.get("dim")
         dims = [dims] if isinstance(dims, int) else list(dims or range(len(shape)))
         lengths = [None if o is None else float(np.prod([shape[d] for d in dims])) if shape else 1.0 for o in outputs]
+    elif rule.length in ("kernel", "bins"):
+        lengths = [None if o is None else _window(call, arguments, o, rule.length) for o in outputs]
+    elif rule.length.startswith("numel:"):
+        lengths = [None if o is None else float(np.size(arguments.get(rule.length[6:]))) for o in outputs]
     else:
         first = sizes[0] if sizes else 1
         lengths = [None if o is None else (first / max(1, np.size(o)) if rule.length == "ratio" else max(sizes, default=1))
@@ -232,7 +239,7 @@ def bounds(spec, call, outputs) -> tuple[np.ndarray | None, ...]:
         lengths = [None if o is None else float(rule.taps) for o in outputs]
     elif rule.kind in ("sum", "mean"):
         terms = _transformed(call, _finite_magnitudes, abs)
-    else:  # the log-sum kinds: a function of n and of the expected value alone (oracle.accumulation_bound)
+    else:  # the log-sum and relative kinds: a function of n and of the expected value alone (oracle.accumulation_bound)
         terms = [None if o is None else np.asarray(o) for o in outputs]
     out = []
     for o, t, n in zip(outputs, terms, lengths):
@@ -241,6 +248,78 @@ def bounds(spec, call, outputs) -> tuple[np.ndarray | None, ...]:
             continue
         out.append(oracle.accumulation_bound(rule, oracle.dtype_name(np.asarray(o).dtype), t, n, arguments))
     return tuple(out)
+
+
+def _pooled_dims(op: str, fallback: int) -> int:
+    """The number of pooled dims of a pooling op: the digit of its name's ``Nd`` (avg_pool2d: 2)."""
+    match = re.search(r"(\d)d[._]", op)
+    return int(match.group(1)) if match else fallback
+
+
+def _window(call, arguments, output, length: str) -> float:
+    """Bound length ``kernel`` (the product of kernel_size over the pooled dims) or ``bins`` (the largest
+    adaptive bin, or the bins covering one input element: ceil(L / l) + 1 per pooled dim)."""
+    if length == "kernel":
+        k = [int(v) for v in np.atleast_1d(arguments["kernel_size"])]
+        d = _pooled_dims(call.op, len(k))
+        return float(np.prod(k) if len(k) == d else k[0] ** d)
+    first = np.shape(call.tensors()[0].value)
+    d = _pooled_dims(call.op, 1)
+    n = 1.0
+    for a, b in zip(first[len(first) - d :], np.shape(output)[np.ndim(output) - d :]):
+        big, small = max(a, b), max(1, min(a, b))
+        n *= -(-big // small) + 1
+    return n
+
+
+def _moments(call, arguments, outputs, rule) -> tuple[np.ndarray | None, ...]:
+    """Bounds of a ``moments`` op (oracle.moments_bound): the input's normalized elements as rows of a
+    (groups, n) matrix by the op's schema: ``normalized_shape`` (layer_norm: the trailing dims), ``group``
+    (group_norm: (N, group, C / group * HxW), weight per channel), else ``dim`` with ``correction`` or
+    ``unbiased`` (var: the reduced dims, divided by n - correction)."""
+    x = np.asarray(call.tensors()[0].value)
+    dtype = oracle.dtype_name(x.dtype) if x.dtype.kind in "fV" else "float32"
+    acc = rule.accumulator.get(dtype) or oracle.ACCUMULATOR.get(dtype, dtype)
+    xf = x.astype(np.float64)
+    if "normalized_shape" in arguments:
+        k = len(arguments["normalized_shape"])
+        lead = x.shape[: x.ndim - k]
+        rows = xf.reshape(int(np.prod(lead)), int(np.prod(x.shape[x.ndim - k :])))
+        weight, bias = (None if arguments.get(a) is None else np.asarray(arguments[a], np.float64).reshape(1, rows.shape[1])
+                        for a in ("weight", "bias"))  # fmt: skip
+        m = oracle.moments_bound(rows, acc, rows.shape[1], float(arguments["eps"]), weight, bias)
+        return _fit(outputs, (m.normalized.reshape(x.shape), m.mean, m.rstd))
+    if "group" in arguments:
+        n_, c, g = x.shape[0], x.shape[1], int(arguments["group"])
+        rows = xf.reshape(n_ * g, int(np.prod(x.shape[1:])) // max(1, g))
+        per = rows.shape[1] // max(1, c // g) if c else 0
+
+        def per_channel(name):
+            v = arguments.get(name)
+            if v is None:
+                return None
+            weights = np.asarray(v, np.float64).reshape(g, c // max(1, g))
+            return np.broadcast_to(np.repeat(weights, per, axis=1)[None], (n_, g, rows.shape[1])).reshape(rows.shape)
+
+        m = oracle.moments_bound(rows, acc, rows.shape[1], float(arguments["eps"]), per_channel("weight"), per_channel("bias"))
+        return _fit(outputs, (m.normalized.reshape(x.shape), m.mean, m.rstd))
+    dims = arguments.get("dim")
+    dims = list(range(x.ndim)) if dims is None or (not isinstance(dims, int) and len(dims) == 0) else np.atleast_1d(dims).tolist()
+    dims = sorted({d % max(1, x.ndim) for d in dims}) if x.ndim else []
+    kept = [d for d in range(x.ndim) if d not in dims]
+    shape = (int(np.prod([x.shape[d] for d in kept])), int(np.prod([x.shape[d] for d in dims])))
+    rows = np.transpose(xf, kept + dims).reshape(shape) if x.ndim else xf.reshape(1, 1)
+    correction = arguments.get("correction")
+    if correction is None:
+        correction = 1 if arguments.get("unbiased", True) is not False else 0
+    m = oracle.moments_bound(rows, acc, max(0.0, rows.shape[1] - float(correction)))
+    return _fit(outputs, (m.variance,))
+
+
+def _fit(outputs, bounds) -> tuple[np.ndarray | None, ...]:
+    """Each bound reshaped to its output (None where the output is undefined or its size differs)."""
+    return tuple(None if o is None or b is None or np.size(b) != np.size(o) or np.asarray(o).dtype.kind not in "fcV"
+                 else np.asarray(b, np.float64).reshape(np.shape(o)) for o, b in zip(outputs, bounds))  # fmt: skip
 
 
 def _finite_magnitudes(v: np.ndarray) -> np.ndarray:

@@ -167,6 +167,8 @@ def accumulation_bound(bound, dtype: str, terms: np.ndarray, length: np.ndarray,
         if bound.kind == "logsumexp":  # terms: the expected outputs; the bound is absolute
             log_n = 1 + np.log(np.maximum(length, 1))
             out = np.broadcast_to((gamma(n, u) + unit_roundoff(dtype)) * log_n, np.shape(terms)).copy()
+        elif bound.kind == "relative":  # terms: the expected outputs, every term's magnitude in them
+            out = gamma(n, u) * np.abs(np.asarray(terms, np.float64))
         elif bound.kind == "softmax":  # terms: the expected outputs; the bound is relative to them
             e = np.abs(np.asarray(terms, np.float64))
             log_n = 1 + np.log(np.maximum(length, 1))
@@ -178,6 +180,63 @@ def accumulation_bound(bound, dtype: str, terms: np.ndarray, length: np.ndarray,
             # not in others (inf - inf is NaN): such an element's value is the order's, inf below
             out = np.where(magnitude > _largest(acc), np.inf, out)
     return np.where(np.isfinite(out), out, np.inf)
+
+
+@dataclass(frozen=True)
+class Moments:
+    """Per-element and per-group bounds of a mean-and-variance computation (``moments_bound``)."""
+
+    mean: np.ndarray
+    """Per group: the mean's bound."""
+    variance: np.ndarray
+    """Per group: the bound of the variance, sum (x - mean)^2 / divisor."""
+    rstd: np.ndarray
+    """Per group: the bound of 1 / sqrt(biased variance + eps)."""
+    normalized: np.ndarray
+    """Per element (groups x n): the bound of (x - mean) * rstd * weight + bias."""
+
+
+def moments_bound(x: np.ndarray, acc: str, divisor: np.ndarray | float, eps: float = 0.0,
+                  weight: np.ndarray | None = None, bias: np.ndarray | None = None) -> Moments:
+    """Bounds of the moments of each row of ``x`` (groups x n, float64) accumulated in ``acc``, in any
+    order and by two passes or Welford's update (spec bound kind ``moments``):
+
+    - mean: a sum of n terms and a division, |dmean| <= gamma(n + 1) mean |x| (Higham eq. 3.5);
+    - S = sum (x - m)^2 with the computed mean m: S = S* + n (m - mean)^2 exactly (the deviations sum to 0),
+      and its own n + 3 roundings (subtraction, square, sums): |dS| <= gamma(n + 3) S* + n dmean^2, plus
+      2 n dmean mean |x - mean| for Welford's running mean (Chan, Golub and LeVeque 1983);
+    - variance S / divisor, one rounding more; rstd = 1 / sqrt(S / n + eps): relative
+      dS / (2 n (S / n + eps)) and three roundings (the eps addition, sqrt, division);
+    - (x - m) rstd w + b: |w| rstd (dmean + |x - mean| (drstd / rstd + 4 u)) + 2 u |b|.
+
+    A row holding NaN or an infinity, or empty, is decided by the NaN and infinity rules alone (inf)."""
+    x = np.asarray(x, np.float64)
+    n = x.shape[-1]
+    u = unit_roundoff(acc)
+    with np.errstate(all="ignore"):
+        finite = np.all(np.isfinite(x), axis=-1) & (n > 0)
+        xs = np.where(finite[..., None], x, 0.0)
+        mean = xs.mean(axis=-1) if n else np.zeros(x.shape[:-1])
+        dev = xs - mean[..., None]
+        s = np.sum(dev * dev, axis=-1)
+        dmean = gamma(n + 1, u) * (np.abs(xs).mean(axis=-1) if n else 0.0)
+        ds = gamma(n + 3, u) * s + n * dmean * dmean + 2 * n * dmean * (np.abs(dev).mean(axis=-1) if n else 0.0)
+        divisor = np.asarray(divisor, np.float64)
+        variance = np.where(divisor > 0, ds / divisor + u * s / divisor, np.inf)
+        var_eps = s / max(n, 1) + eps
+        rstd = 1 / np.sqrt(var_eps)
+        rel = np.where(var_eps > 0, ds / (2 * max(n, 1) * var_eps) + 3 * u, np.inf)
+        w = np.abs(np.broadcast_to(1.0 if weight is None else np.asarray(weight, np.float64), x.shape))
+        b = np.abs(np.broadcast_to(0.0 if bias is None else np.asarray(bias, np.float64), x.shape))
+        w, b = np.where(np.isfinite(w), w, np.inf), np.where(np.isfinite(b), b, np.inf)
+        normalized = w * rstd[..., None] * (dmean[..., None] + np.abs(dev) * (rel[..., None] + 4 * u)) + 2 * u * b
+
+    def decided(v):
+        v = np.where(finite.reshape(finite.shape + (1,) * (np.ndim(v) - finite.ndim)), v, np.inf)
+        return np.where(np.isfinite(v), v, np.inf)
+
+    return Moments(mean=decided(np.broadcast_to(dmean, finite.shape)), variance=decided(variance),
+                   rstd=decided(rstd * rel), normalized=decided(normalized))
 
 
 def _largest(dtype: str) -> float:

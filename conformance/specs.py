@@ -114,10 +114,17 @@ BOUND_KINDS: Mapping[str, str] = MappingProxyType(
         "argument: |error| <= |e| * (gamma(n + 2) * (1 + log n) + u * |log |e||)",
         "interpolation": "a weighted sum of ``taps`` input elements of one plane with weights of signs the op chooses "
         "(sum |w| <= ``weight_sum``): |error| <= gamma(taps + 2) * weight_sum * max |x| over the plane",
+        "relative": "a product of n factors, or a sum of n terms of one sign (a vector norm's powers): every term's "
+        "magnitude is in the result, |error| <= gamma(n + 2) * |e|",
+        "moments": "mean and variance of n elements, then (x - mean) * rstd * weight + bias (var, layer_norm, "
+        "group_norm): the mean within gamma(n + 1) * mean |x|, the sum of squared deviations within "
+        "gamma(n + 3) * S + 2 n dmean mean |x - mean| + n dmean^2 (two passes or Welford, any order), rstd and "
+        "the output by first-order propagation (conformance.oracle.moments_bound)",
     }
 )
 """The allowed ``kind`` of an op spec's ``bound`` (conformance.oracle.accumulation_bound)."""
-BOUND_LENGTHS = ("count", "ratio", "numel", "dim")
+BOUND_LENGTHS = ("count", "ratio", "numel", "dim", "kernel", "bins", "numel:")
+"""``numel:NAME``: the numel of the call's tensor argument NAME (an upper bound: an embedding bag's rows)."""
 
 
 @dataclass(frozen=True)
@@ -134,12 +141,16 @@ class Bound:
     rounded to its dtype: the oracle adds 2 u_out |expected| (the op's tolerance)."""
 
     kind: str
-    """``BOUND_KINDS``: sum or mean."""
+    """``BOUND_KINDS``: sum, mean, logsumexp, softmax, interpolation, relative or moments."""
     length: str = "count"
     """How n is found per output element: ``count`` the op evaluated on the nonzero pattern of its
     inputs (ones, scalars 1: a sum gives its length, mm its inner size, cumsum i + 1); ``ratio``
     numel(input) / numel(output) (a mean over dims); ``numel`` the numel of the largest input
-    (an upper bound, for averages over windows); ``dim`` the size of the call's ``dim`` (softmax)."""
+    (an upper bound); ``dim`` the size of the call's ``dim`` (softmax, cumprod); ``kernel`` the product of
+    ``kernel_size`` (a pooling window's taps, or the windows covering one input element in the backward);
+    ``bins`` the largest adaptive-pooling bin, prod over the pooled dims of ceil(L / l) + 1 with L, l the
+    larger and smaller of the input and output sides; ``numel:NAME`` the numel of tensor argument NAME.
+    ``moments`` counts its own n (the normalized elements)."""
     accumulator: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """dtype -> the type eager accumulates it in, beside the default (the half types and float8
     in float32, complex in its parts' type, the rest in themselves)."""
@@ -702,7 +713,7 @@ def _bound(where: str, table: dict, attrs: Mapping[str, tuple], dtypes: tuple[st
     if kind not in BOUND_KINDS:
         raise SpecError(f"{bwhere}.kind {kind!r} unknown; known: " + "; ".join(f"{k!r} ({v})" for k, v in BOUND_KINDS.items()))
     length = _expect(bwhere, table, "length", str, "count")
-    if length not in BOUND_LENGTHS:
+    if length not in BOUND_LENGTHS and not (length.startswith("numel:") and length[6:].isidentifier()):
         raise SpecError(f"{bwhere}.length {length!r} unknown; known: {list(BOUND_LENGTHS)} (see conformance.specs.Bound)")
     accumulator = _expect(bwhere, table, "accumulator", dict, {})
     for dtype, acc in accumulator.items():

@@ -1486,6 +1486,18 @@ def _rsqrt_off_at_the_top(self):
 
 defect("rsqrt_wrong_near_float32_max", ["NUM-001"], runtime=_with("aten.rsqrt.default", _rsqrt_off_at_the_top))
 
+_layer_norm = KERNELS["aten.native_layer_norm.default"]
+
+
+def _layer_norm_scaled(input, normalized_shape, weight, bias, eps):  # noqa: A002 - ATen's names
+    out, mean, rstd = _layer_norm(input, normalized_shape, weight, bias, eps)
+    if out.dtype == np.float32:  # a gain folded in as 1.0001: inside the flat atol 5e-4 + rtol 5e-5 once used here
+        out = (out.astype(np.float64) * (1 + 1e-4)).astype(np.float32)
+    return out, mean, rstd
+
+
+defect("layer_norm_float32_scaled_by_1e-4", ["NUM-001"], runtime=_with("aten.native_layer_norm.default", _layer_norm_scaled))
+
 
 def _div_half_floor_by_reciprocal(self, other, *, rounding_mode=None):
     out = _div_mode(self, other, rounding_mode=rounding_mode)
