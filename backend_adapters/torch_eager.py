@@ -47,7 +47,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from conformance.api import (
@@ -165,17 +165,56 @@ def _bool_outputs_as_ints(program) -> tuple[Any, list[int]]:
     return fixed, [user.index(i) for i in flagged]
 
 
-def write_blob(names: list[str], archive: bytes, bool_outputs: list[int] | tuple[int, ...] = ()) -> bytes:
+def _one_output_at_least(program) -> tuple[Any, int]:
+    """``program``, or a copy that returns its first user input, and how many such placeholder outputs
+    execute drops (0 or 1).
+
+    torch.export.save cannot write a program without user outputs (torch 2.13: ``ValueError: not
+    enough values to unpack (expected 2, got 0)``); ``aten.unbind.int`` along a dim of size 0 returns
+    an empty list. The copy's archive saves and loads; execute returns its real (empty) outputs."""
+    import copy
+
+    from torch.export.graph_signature import InputKind, OutputKind, OutputSpec, TensorArgument
+    from torch.utils import _pytree as pytree
+
+    signature = program.graph_signature
+    inputs = [spec.arg.name for spec in signature.input_specs if spec.kind is InputKind.USER_INPUT]
+    if signature.user_outputs or not inputs:
+        return program, 0
+    fixed = copy.deepcopy(program)
+    # torch.export.load cannot read a node that returns an empty list either (torch 2.13:
+    # deserialize_multiple_outputs indexes its first output); with no outputs such a node has no users
+    for node in reversed(list(fixed.graph.nodes)):
+        if node.op == "call_function" and not node.users and isinstance(node.meta.get("val"), (list, tuple)) and not node.meta["val"]:
+            fixed.graph.erase_node(node)
+    output = fixed.graph.output_node()
+    placeholder = next(n for n in fixed.graph.nodes if n.op == "placeholder" and n.name == inputs[0])
+    values = output.args[0] if isinstance(output.args[0], (list, tuple)) else ()
+    output.args = ((*values, placeholder),)
+    fixed.graph_signature.output_specs.append(OutputSpec(kind=OutputKind.USER_OUTPUT, arg=TensorArgument(name=placeholder.name), target=None))
+    for entry in fixed.module_call_graph[:1]:
+        if entry.signature is not None:
+            entry.signature.out_spec = pytree.tree_structure([0])
+            entry.signature.outputs.append(TensorArgument(name=placeholder.name))
+    fixed.graph_module.recompile()
+    return fixed, 1
+
+
+def write_blob(names: list[str], archive: bytes, bool_outputs: list[int] | tuple[int, ...] = (), dropped: int = 0) -> bytes:
     """Header, instruction table and archive: the processed bytes. ``bool_outputs``: the user outputs
-    the archive returns as ints for bools (:func:`_bool_outputs_as_ints`)."""
-    table = json.dumps({"instructions": names, "bool_outputs": list(bool_outputs)}, separators=(",", ":")).encode()
+    the archive returns as ints for bools (:func:`_bool_outputs_as_ints`); ``dropped``: the placeholder
+    outputs at its end that execute drops (:func:`_one_output_at_least`)."""
+    table = {"instructions": names, "bool_outputs": list(bool_outputs)}
+    if dropped:
+        table["dropped_outputs"] = dropped
+    table = json.dumps(table, separators=(",", ":")).encode()
     digest = hashlib.sha256(table + archive).digest()
     return HEADER.pack(MAGIC, FORMAT_VERSION, 0, len(table), len(archive), digest) + table + archive
 
 
-def read_blob(blob: bytes) -> tuple[list[str], list[int], bytes, bytes]:
-    """(instruction names, bool outputs, torch.export archive, their SHA-256) of a blob; BackendError
-    naming what is wrong otherwise."""
+def read_blob(blob: bytes) -> tuple[list[str], list[int], int, bytes, bytes]:
+    """(instruction names, bool outputs, dropped placeholder outputs, torch.export archive, their
+    SHA-256) of a blob; BackendError naming what is wrong otherwise."""
     if len(blob) < HEADER.size:
         raise BackendError(
             Error.InvalidProgram, f"{NAME} blob of {len(blob)} bytes is shorter than its {HEADER.size}-byte header (truncated)"
@@ -202,14 +241,16 @@ def read_blob(blob: bytes) -> tuple[list[str], list[int], bytes, bytes]:
         raise BackendError(Error.InvalidProgram, f"{NAME} blob is corrupted: its SHA-256 does not match the header's")
     try:
         table = json.loads(bytes(body[:table_size]).decode())
-        names, bool_outputs = table["instructions"], table["bool_outputs"]
+        names, bool_outputs, dropped = table["instructions"], table["bool_outputs"], table.get("dropped_outputs", 0)
+        if type(dropped) is not int or not 0 <= dropped <= 1:
+            raise ValueError(f"dropped_outputs must be 0 or 1, not {dropped!r}")
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise ValueError("instructions must be a list of node names")
         if not isinstance(bool_outputs, list) or not all(type(n) is int and n >= 0 for n in bool_outputs):
             raise ValueError("bool_outputs must be a list of output positions")
     except (ValueError, KeyError, TypeError) as exc:  # json and unicode errors are ValueErrors
         raise BackendError(Error.InvalidProgram, f"{NAME} blob: unreadable instruction table: {exc}") from None
-    return names, bool_outputs, bytes(body[table_size:]), digest
+    return names, bool_outputs, dropped, bytes(body[table_size:]), digest
 
 
 class EagerDetails(BackendDetails):
@@ -230,13 +271,14 @@ class EagerDetails(BackendDetails):
                 debug_handle_map[index] = tuple(int(h) for h in handle)
         try:
             serializable, bool_outputs = _bool_outputs_as_ints(edge_program)
+            serializable, dropped = _one_output_at_least(serializable)
             archive = _exported.serialize(serializable)
         except Exception as exc:
             raise BackendError(
                 Error.NotSupported, f"{NAME}: torch.export.save cannot serialize this program: {type(exc).__name__}: {exc}"
             ) from None
         return PreprocessResult(
-            processed_bytes=write_blob([n.name for n in nodes], archive, bool_outputs), debug_handle_map=debug_handle_map
+            processed_bytes=write_blob([n.name for n in nodes], archive, bool_outputs, dropped), debug_handle_map=debug_handle_map
         )
 
 
@@ -256,6 +298,8 @@ class Loaded:
     """Node of ``module``'s graph -> its instruction id (a key of debug_handle_map)."""
     bool_outputs: tuple[int, ...]
     """User outputs the module returns as 0/1 for a bool (_bool_outputs_as_ints)."""
+    dropped: int = 0
+    """Placeholder outputs at the end of the module's, which execute drops (_one_output_at_least)."""
 
 
 LOADED_CACHE_SIZE = 4
@@ -271,7 +315,7 @@ its init/destroy cycles; the cache is bounded so that destroyed programs' weight
 _loaded: OrderedDict[bytes, Loaded] = OrderedDict()
 
 
-def _load(names: list[str], bool_outputs: list[int], archive: bytes, digest: bytes) -> Loaded:
+def _load(names: list[str], bool_outputs: list[int], dropped: int, archive: bytes, digest: bytes) -> Loaded:
     with _load_lock:
         loaded = _loaded.get(digest)
         if loaded is None:
@@ -287,11 +331,13 @@ def _load(names: list[str], bool_outputs: list[int], archive: bytes, digest: byt
                 ) from None
             position = {name: i for i, name in enumerate(names)}
             ids = {n: position[n.name] for n in module.graph.nodes if n.op == "call_function" and n.name in position}
-            if any(i >= signature.outputs for i in bool_outputs):
+            if any(i >= signature.outputs - dropped for i in bool_outputs) or dropped > signature.outputs:
                 raise BackendError(
-                    Error.InvalidProgram, f"{NAME} blob: bool_outputs {bool_outputs} name outputs the program does not have"
+                    Error.InvalidProgram,
+                    f"{NAME} blob: bool_outputs {bool_outputs} or dropped_outputs {dropped} name outputs the program does not have",
                 )
-            loaded = _loaded[digest] = Loaded(module, signature, ids, tuple(bool_outputs))
+            signature = replace(signature, outputs=signature.outputs - dropped)
+            loaded = _loaded[digest] = Loaded(module, signature, ids, tuple(bool_outputs), dropped)
             while len(_loaded) > LOADED_CACHE_SIZE:
                 _loaded.popitem(last=False)
         _loaded.move_to_end(digest)
@@ -402,6 +448,7 @@ class EagerRuntime(BackendInterface):
         except Exception as exc:
             raise BackendError(Error.Internal, f"{NAME} execute failed: {type(exc).__name__}: {exc}") from None
         results = list(result) if isinstance(result, (list, tuple)) else [result]
+        results = results[: len(results) - loaded.dropped]
         for i in loaded.bool_outputs:
             results[i] = bool(results[i])
         _exported.write_outputs(results, outputs)

@@ -297,6 +297,22 @@ def test_a_bool_scalar_output_survives_the_archive(backend, value):
     assert outputs[0] == expected[0] == value and isinstance(outputs[0], (bool, np.bool_))
 
 
+class _Unbind(torch.nn.Module):
+    def forward(self, x):
+        return torch.ops.aten.unbind.int(x, 1)
+
+
+def test_a_program_without_outputs_survives_the_archive(backend):
+    """torch.export.save cannot write a program with no user outputs (_one_output_at_least): the
+    archive returns the first input as a placeholder, which execute drops."""
+    exported = torch.export.export(_Unbind(), (torch.zeros(3, 0),))  # not decomposed: the unbind node stays
+    assert any(n.target is torch.ops.aten.unbind.int for n in exported.graph.nodes)
+    out, _ = Driver(backend).preprocess(exported)
+    assert json_table(out.processed_bytes)["dropped_outputs"] == 1
+    outputs, expected = _run(backend, exported, [np.zeros((3, 0), np.float32)])
+    assert list(outputs) == list(expected) == []
+
+
 def json_table(blob: bytes) -> dict:
     import json
 
