@@ -303,6 +303,8 @@ def _moments(call, arguments, outputs, rule) -> tuple[np.ndarray | None, ...]:
 
         m = oracle.moments_bound(rows, acc, rows.shape[1], float(arguments["eps"]), per_channel("weight"), per_channel("bias"))
         return _fit(outputs, (m.normalized.reshape(x.shape), m.mean, m.rstd))
+    if "training" in arguments:  # batch norm: per channel over (N, *spatial)
+        return _batch_moments(x, xf, arguments, outputs, acc) if arguments["training"] else tuple(None for _ in outputs)
     dims = arguments.get("dim")
     dims = list(range(x.ndim)) if dims is None or (not isinstance(dims, int) and len(dims) == 0) else np.atleast_1d(dims).tolist()
     dims = sorted({d % max(1, x.ndim) for d in dims}) if x.ndim else []
@@ -314,6 +316,28 @@ def _moments(call, arguments, outputs, rule) -> tuple[np.ndarray | None, ...]:
         correction = 1 if arguments.get("unbiased", True) is not False else 0
     m = oracle.moments_bound(rows, acc, max(0.0, rows.shape[1] - float(correction)))
     return _fit(outputs, (m.variance,))
+
+
+def _batch_moments(x, xf, arguments, outputs, acc: str) -> tuple[np.ndarray | None, ...]:
+    """Batch norm in training: each channel's rows over (N, *spatial); outputs (out, save_mean,
+    save_invstd) and, with running statistics, running_mean and running_var updated to
+    momentum * batch + (1 - momentum) * old (the variance unbiased)."""
+    c = x.shape[1] if x.ndim > 1 else 1
+    moved = np.moveaxis(xf.reshape(x.shape[0], c, -1) if x.size else xf.reshape(x.shape[0], c, 0), 1, 0)
+    rows = moved.reshape(c, -1)
+    n = rows.shape[1]
+    weight, bias = (None if arguments.get(a) is None else np.broadcast_to(np.asarray(arguments[a], np.float64).reshape(c, 1), rows.shape)
+                    for a in ("weight", "bias"))  # fmt: skip
+    m = oracle.moments_bound(rows, acc, max(0, n - 1), float(arguments["eps"]), weight, bias)
+    out = np.moveaxis(m.normalized.reshape(moved.shape), 0, 1).reshape(x.shape)
+    momentum, u = abs(float(arguments.get("momentum") or 0.0)), oracle.unit_roundoff(acc)
+    bounds = [out, m.mean, m.rstd]
+    if arguments.get("running_mean") is not None:
+        for k, (old, moment) in enumerate((("running_mean", m.mean), ("running_var", m.variance)), start=3):
+            previous = np.abs(np.asarray(arguments[old], np.float64))
+            updated = np.abs(np.asarray(outputs[k], np.float64)) if k < len(outputs) and outputs[k] is not None else previous
+            bounds.append(momentum * moment + 3 * u * (previous + updated))
+    return _fit(outputs, tuple(bounds))
 
 
 def _fit(outputs, bounds) -> tuple[np.ndarray | None, ...]:
