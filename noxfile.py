@@ -1,4 +1,4 @@
-"""Sessions: tests, certify, report, scoreboard, bench, lint.
+"""Sessions: tests, certify, report, scoreboard, bench, docs, lint.
 
 torch is pinned to the CPU build 2.13.0 in every session: an unpinned torch with
 nothing installed would pull a multi-GB CUDA build.
@@ -9,6 +9,7 @@ nothing installed would pull a multi-GB CUDA build.
     nox -s certify -- executorch-xnnpack   # real backends: installs the executorch extra itself
     nox -s certify_real                 # every real backend into reports/ (about an hour)
     nox -s bench                        # reference kernels vs eager, ratios
+    nox -s docs                         # the documentation site, strict, into site/
 """
 
 from __future__ import annotations
@@ -154,6 +155,41 @@ def bench(session: nox.Session) -> None:
         "--benchmark-json", "benchmarks/latest.json", "--benchmark-disable-gc", "-q", *session.posargs,
     )
     session.run("python", "benchmarks/summarize.py", "benchmarks/latest.json")
+
+
+MARKDOWN_LINK = r"\]\(([^)\s]+)\)"
+"""A Markdown link's target: the part the docs session checks in the pages outside docs/."""
+
+
+def _check_links_into_docs(session: nox.Session, site: str) -> None:
+    """Every relative link of README.md and reports/README.md names a file that exists; one into docs/
+    names a page MkDocs built and, with a #fragment, a heading that page has (mkdocs checks docs/ itself)."""
+    import re
+    from pathlib import Path
+
+    broken = []
+    for page in (Path("README.md"), Path("reports/README.md")):
+        for target in re.findall(MARKDOWN_LINK, page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue
+            path, _, fragment = target.partition("#")
+            file = (page.parent / path).resolve()
+            if not file.exists():
+                broken.append(f"{page}: {target} (no such file)")
+            elif fragment and file.suffix == ".md" and file.parent == Path("docs").resolve():
+                html = Path(site, file.relative_to(Path("docs").resolve())).with_suffix(".html")
+                if f'id="{fragment}"' not in html.read_text(encoding="utf-8"):
+                    broken.append(f"{page}: {target} (no such heading in {file.name})")
+    if broken:
+        session.error("broken links:\n  " + "\n  ".join(broken))
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """The documentation site (mkdocs.yml, docs/): built strict, so a broken link or anchor fails, into site/."""
+    session.install("mkdocs>=1.6.1,<1.7", "pymdown-extensions>=10.0,<14")
+    session.run("mkdocs", "build", "--strict", "--site-dir", "site", *session.posargs)
+    _check_links_into_docs(session, "site")
 
 
 @nox.session(python=PYTHON)
