@@ -13,6 +13,8 @@ Exit codes (every command):
     3  invalid report: schema, integrity hash, signature, or a verdict/summary the results do not give
     4  cannot compare: the report's spec digest or harness version is not this harness's
        (verify --allow-stale accepts it; diff of reports under different specs)
+    5  verify: the report is valid but unsigned, or signed and no --public-key was given to
+       check it: nothing shows who wrote it (with --public-key, an unsigned report is 3)
   130  certify was interrupted (Ctrl-C, SIGTERM): the report written is partial, not certified
 """
 
@@ -34,6 +36,8 @@ from conformance.supervisor import Supervisor
 from conformance.transport import clean_text
 
 EXIT_OK, EXIT_NOT_CERTIFIED, EXIT_USAGE, EXIT_INVALID, EXIT_STALE = 0, 1, 2, 3, 4
+EXIT_UNSIGNED = 5
+"""verify: valid, but no signature was checked (unsigned, or no --public-key given)."""
 EXIT_INTERRUPTED = 130
 """certify stopped by Ctrl-C or SIGTERM: a partial report (not certified) was written."""
 DEFAULT_TIMEOUT = 120
@@ -173,6 +177,7 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
     for backend in backends:
         _check_inputs(ns, backend, specs)
     profile = resolve_profile(ns, backends[0], specs)  # every backend of a run is certified for the same profile
+    _private_key(ns.sign)  # a key that cannot sign is a usage error now, not after the run
     out = Path(ns.output)
     shard = _shard_tag(ns.shard)
     report_dirs = {name: out / safe_name(name) for name in names}
@@ -239,7 +244,7 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
               "(press Ctrl-C again to abandon it)", file=sys.stderr, flush=True)
     interrupt.restore()
     status = EXIT_OK
-    for report_dir, report in _supervised_reports(list(report_dirs.values()), supervisor, ns.specs).items():
+    for report_dir, report in _supervised_reports(list(report_dirs.values()), supervisor, ns.specs, ns.sign).items():
         if report is None:
             status = max(status, EXIT_NOT_CERTIFIED)
             continue
@@ -281,14 +286,17 @@ class _interruptible:
 REPORT_TIMEOUT = 600
 
 
-def _supervised_reports(report_dirs: list[Path], supervisor: Supervisor, specs_dir: str | None) -> dict[Path, dict | None]:
+def _supervised_reports(
+    report_dirs: list[Path], supervisor: Supervisor, specs_dir: str | None, key_file: str | None = None
+) -> dict[Path, dict | None]:
     """``report`` in a process of its own, under the same watchdog as the checks: whatever the
     results hold, building the reports ends, and a report that could not be built says why."""
     timeout = REPORT_TIMEOUT if supervisor.deadline is None else max(60.0, min(REPORT_TIMEOUT, supervisor.deadline - time.monotonic()))
     timeout *= len(report_dirs)
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "conformance", "report", *map(str, report_dirs), *(["--specs", specs_dir] if specs_dir else [])],
+            [sys.executable, "-m", "conformance", "report", *map(str, report_dirs), *(["--specs", specs_dir] if specs_dir else []),
+             *(["--sign", key_file] if key_file else [])],
             capture_output=True, text=True, errors="replace", timeout=timeout,
             preexec_fn=die_with_parent,  # noqa: PLW1509 - the CLI is single-threaded
         )
@@ -346,11 +354,11 @@ def _gate(baseline: dict, report: dict, ns, paths: tuple[str | None, str | None]
 
     try:
         waivers = load_waivers(ns.waivers) if ns.waivers else []
-        key = verifying.signing_key(getattr(ns, "key_file", None), os.environ)
-    except (WaiverError, verifying.SigningKeyError) as exc:
+        key = _public_key(getattr(ns, "public_key", None))
+    except WaiverError as exc:
         raise UsageError(str(exc)) from None
     for label, document, path in (("baseline", baseline, paths[0]), ("new report", report, paths[1])):
-        outcome = verifying.verify(document, key=key, allow_stale=ns.allow_stale, path=path)
+        outcome = verifying.verify(document, public_key=key, allow_stale=ns.allow_stale, path=path)
         if not outcome.ok:
             print(verifying.render(outcome, f"{label} {path}" if path else label))
             return EXIT_INVALID if outcome.status is verifying.Status.INVALID else EXIT_STALE
@@ -370,13 +378,34 @@ def _gate(baseline: dict, report: dict, ns, paths: tuple[str | None, str | None]
     return EXIT_NOT_CERTIFIED if result.failed else EXIT_OK
 
 
-def build_and_write(report_dir: Path, specs) -> dict:
-    """Merge results/*.json under ``report_dir`` into report.json and its renderings."""
+def _private_key(path: str | None):
+    """The Ed25519 private key of ``--sign PATH`` (None without one); a usage error when unusable."""
+    from conformance.report import signing
+
+    try:
+        return signing.load_private_key(path) if path else None
+    except signing.KeyFileError as exc:
+        raise UsageError(f"--sign: {exc}") from None
+
+
+def _public_key(path: str | None):
+    """The Ed25519 public key of ``--public-key PATH`` (None without one); a usage error when unusable."""
+    from conformance.report import signing
+
+    try:
+        return signing.load_public_key(path) if path else None
+    except signing.KeyFileError as exc:
+        raise UsageError(f"--public-key: {exc}") from None
+
+
+def build_and_write(report_dir: Path, specs, key=None) -> dict:
+    """Merge results/*.json under ``report_dir`` into report.json and its renderings; signed
+    when ``key`` (an Ed25519 private key) is given."""
     from conformance.plugin import write_json_atomic, write_text_atomic
     from conformance.report import build_report, html, junit
     from conformance.report.markdown import render
-    from conformance.report.model import sign, validate
-    from conformance.report.verify import signing_key
+    from conformance.report.model import validate
+    from conformance.report.signing import sign
     from conformance.supervisor import complete_documents
 
     if (report_dir / "results").is_dir():
@@ -388,7 +417,7 @@ def build_and_write(report_dir: Path, specs) -> dict:
     problems = validate(report)
     if problems:  # the harness's own bug: say so instead of publishing a malformed certificate
         raise ReportError("report.json does not match its schema: " + "; ".join(problems[:5]))
-    sign(report, signing_key(None, os.environ))  # CI holds CONFORMANCE_SIGNING_KEY; without it, unsigned
+    sign(report, key)
     # Each file whole or not at all, the renderings first and report.json last: a run killed in
     # between leaves renderings that name a report.json which is not there (verify says so).
     write_text_atomic(report_dir / "report.md", render(report, specs.clauses))
@@ -440,9 +469,10 @@ def report_command(ns: argparse.Namespace) -> int:
     from conformance import specs as spec_module
 
     status = EXIT_OK
+    key = _private_key(ns.sign)
     for directory in ns.directory:
         try:
-            report = build_and_write(Path(directory), spec_module.load())
+            report = build_and_write(Path(directory), spec_module.load(), key)
         except FileNotFoundError as exc:
             print(f"conformance: no results to build a report from ({exc}); see the pytest output above", file=sys.stderr)
             status = EXIT_NOT_CERTIFIED
@@ -486,16 +516,15 @@ def verify_command(ns: argparse.Namespace) -> int:
     """Schema, staleness, integrity hash, signature, the verdict recomputed, the renderings beside it."""
     from conformance.report import verify as verifying
 
+    key = _public_key(ns.public_key)
     try:
-        key = verifying.signing_key(ns.key_file, os.environ)
-        outcome = verifying.verify_file(ns.report, key=key, allow_stale=ns.allow_stale)
-    except verifying.SigningKeyError as exc:
-        raise UsageError(str(exc)) from None
+        outcome = verifying.verify_file(ns.report, public_key=key, allow_stale=ns.allow_stale)
     except OSError as exc:
         raise UsageError(f"report {ns.report}: {exc.strerror or exc}") from None
     print(verifying.render(outcome, ns.report))
-    status = verifying.Status
-    return {status.VALID: EXIT_OK, status.UNCHECKED: EXIT_OK, status.STALE: EXIT_STALE}.get(outcome.status, EXIT_INVALID)
+    if outcome.ok:
+        return EXIT_OK if outcome.signature is verifying.Signature.VERIFIED else EXIT_UNSIGNED
+    return EXIT_STALE if outcome.status is verifying.Status.STALE else EXIT_INVALID
 
 
 def merge_command(ns: argparse.Namespace) -> int:
@@ -510,13 +539,14 @@ def merge_command(ns: argparse.Namespace) -> int:
         files += [f for f in found if f.name not in ("report.json",)]
     if not files:
         raise UsageError("no results documents given")
+    key = _private_key(ns.sign)
     results_dir = target / "results"
     results_dir.mkdir(parents=True, exist_ok=True)
     for f in files:
         if f.parent.resolve() != results_dir.resolve():
             (results_dir / f.name).write_text(f.read_text())
     try:
-        report = build_and_write(target, spec_module.load())
+        report = build_and_write(target, spec_module.load(), key)
     except ReportError as exc:
         print(f"conformance: cannot merge: {exc}", file=sys.stderr)
         return EXIT_NOT_CERTIFIED
@@ -532,8 +562,7 @@ def scoreboard_command(ns: argparse.Namespace) -> int:
 
     specs = spec_module.load()
     reports = [_load_json(path, "report") for path in ns.reports]
-    key = verifying.signing_key(None, os.environ)
-    outcomes = [verifying.verify(r, specs=specs, key=key, allow_stale=True, path=path) for r, path in zip(reports, ns.reports)]
+    outcomes = [verifying.verify(r, specs=specs, allow_stale=True, path=path) for r, path in zip(reports, ns.reports)]
     model = scoreboard.build(reports, specs.clauses, outcomes=outcomes)
     out = Path(ns.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -608,9 +637,12 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--budget", type=float, default=DEFAULT_BUDGET, help=f"seconds the whole run may take; checks left then are recorded not run (default {DEFAULT_BUDGET})")
     c.add_argument("--shard", default=None, metavar="I/N", help="run shard I of N; merge shards with `merge`")
     c.add_argument("--baseline", default=None, help="report.json of a previous run: exit non-zero only on new failures or regressions")
+    c.add_argument("--sign", default=None, metavar="KEY.pem", help="sign report.json with this Ed25519 private key (PEM; make a pair: "
+                   "openssl genpkey -algorithm ed25519 -out KEY.pem && openssl pkey -in KEY.pem -pubout -out KEY.pub.pem)")
     _gate_options(c)
     r = sub.add_parser("report", help="rebuild report.json/md from DIR/results/*.json")
     r.add_argument("directory", nargs="+")
+    r.add_argument("--sign", default=None, metavar="KEY.pem", help="sign report.json with this Ed25519 private key (PEM)")
     rp = sub.add_parser("replay", help="re-run a saved failing example")
     rp.add_argument("directory")
     rp.add_argument("--backend", default=None, help="backend to run it on (default: the one that failed)")
@@ -618,14 +650,16 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("old")
     d.add_argument("new")
     _gate_options(d)
-    d.add_argument("--key-file", default=None, help="signing key: both reports must be signed with it (default: $CONFORMANCE_SIGNING_KEY)")
+    d.add_argument("--public-key", default=None, metavar="PUB.pem", help="Ed25519 public key (PEM): both reports must be signed by its private key")
     v = sub.add_parser("verify", help="check a report's schema, integrity hash, signature, verdict and renderings")
     v.add_argument("report")
-    v.add_argument("--key-file", default=None, help="signing key: the report must be signed with it (default: $CONFORMANCE_SIGNING_KEY)")
+    v.add_argument("--public-key", default=None, metavar="PUB.pem",
+                   help="Ed25519 public key (PEM): the report must be signed by its private key (without it: exit 5, signature not checked)")
     v.add_argument("--allow-stale", action="store_true", help="accept a report of another spec or harness version: check its integrity only")
     m = sub.add_parser("merge", help="merge results documents (shards) into DIR/report.json")
     m.add_argument("directory", help="output directory, e.g. reports/mybackend")
     m.add_argument("results", nargs="+", help="results/*.json files or directories holding them")
+    m.add_argument("--sign", default=None, metavar="KEY.pem", help="sign report.json with this Ed25519 private key (PEM)")
     sb = sub.add_parser("scoreboard", help="backends side by side from their report.json files")
     sb.add_argument("reports", nargs="+")
     sb.add_argument("--output", default="reports", help="directory for scoreboard.md/html (default: reports)")

@@ -138,9 +138,14 @@ def test_every_bad_input_is_exit_2_with_one_line_before_any_check_runs(tmp_path,
 def test_claimed_profile_selection_and_a_verdict_that_says_why(tmp_path, backends):
     """--profile claimed certifies exactly the manifest's claims; the report carries the profile's
     definition (verify recomputes the verdict from it); --ops/--dtypes narrow a profile; a profile
-    the backend does not support in full says so first, with the way out, in every rendering."""
+    the backend does not support in full says so first, with the way out, in every rendering.
+    certify --sign signs the report its report session builds."""
+    from tests.reports.test_signatures import write_keypair
+
+    private, public = write_keypair(tmp_path / "keys")
     out = tmp_path / "claimed"
-    done = run("certify", f"{backends}:few", "--profile", "claimed", "--workers", "1", "--skip-perf", "--output", str(out))
+    done = run("certify", f"{backends}:few", "--profile", "claimed", "--workers", "1", "--skip-perf", "--output", str(out),
+               "--sign", str(private))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1].startswith("CERTIFIED: reference: certified for profile claimed")
     report_dir = next(p.parent for p in out.glob("*/report.json"))
@@ -150,7 +155,7 @@ def test_claimed_profile_selection_and_a_verdict_that_says_why(tmp_path, backend
     assert len(definition["ops"]["aten.neg.default"]) >= 8  # "*": every dtype the spec gives neg
     num = {(r["op"], r["dtype"]) for r in report["results"] if r["clause"] == "NUM-001"}
     assert ("aten.add.Tensor", "float32") in num and ("aten.add.Tensor", "int32") not in num
-    assert run("verify", str(report_dir / "report.json")).returncode == 0
+    assert run("verify", "--public-key", str(public), str(report_dir / "report.json")).returncode == 0
 
     # The same backend on a profile it does not cover: not certified, and the reason comes first.
     out = tmp_path / "smoke"
@@ -181,7 +186,7 @@ def test_claimed_profile_selection_and_a_verdict_that_says_why(tmp_path, backend
     props = {p.get("name"): p.get("value") for p in root.iter("property")}
     assert props["conformance.certified"] == "false" and props["conformance.profile"].startswith("smoke[")
     assert props["conformance.spec.digest"] == report["spec"]["digest"]
-    assert run("verify", str(report_dir / "report.json")).returncode == 0
+    assert run("verify", str(report_dir / "report.json")).returncode == 5  # valid, unsigned
 
 
 def _deaf_to_ctrl_c():
@@ -224,7 +229,7 @@ def test_an_interrupted_run_writes_a_partial_report(tmp_path, how, inherited):
     left = [r for r in report["results"] if r["category"] == "SKIP"]
     assert kept and left and all("not run: the run was" in r["message"] for r in left)
     assert "Partial run" in (out / "reference" / "report.md").read_text()
-    assert run("verify", str(out / "reference" / "report.json")).returncode == 0
+    assert run("verify", str(out / "reference" / "report.json")).returncode == 5  # valid, unsigned
     assert not subprocess.run(["pgrep", "-f", str(out)], capture_output=True).stdout  # no session left behind
 
 

@@ -93,7 +93,7 @@ def test_crashes_and_hangs_in_workers_and_in_the_timed_session_cost_one_result_e
     assert report["verdict"]["failing_clauses"] == ["RT-002", "RT-003", "RT-004", "RT-005"]
 
     path = next(out.glob("*/report.json"))
-    assert _verify(path) == 0
+    assert _verify(path) == 5  # valid, unsigned
     forged = json.loads(path.read_text())
     for r in forged["results"]:
         if r["category"] == "CRASH":
@@ -214,4 +214,4 @@ def test_hostile_strings_reach_no_file_and_no_terminal_raw_and_no_megabytes(tmp_
     assert "<script>" not in prose and "](javascript:" not in prose  # markup and links escaped, not rendered
     report = json.loads(files["report.json"])
     assert report["backend"]["name"].startswith("hostile") and "truncated" in report["backend"]["description"]
-    assert _verify(report_dir / "report.json") == 0
+    assert _verify(report_dir / "report.json") == 5  # valid, unsigned

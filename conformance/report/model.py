@@ -6,19 +6,18 @@ them into ``report.json``. Everything measured lives under the keys ``timings``,
 ``measurements``, ``duration_s``, ``started``, ``finished`` and ``command``, so two
 runs with the same inputs differ only there (``stable_hash`` compares runs that way).
 
-``integrity`` is the sha256 of the whole document as written (every key but
+``integrity`` holds the sha256 of the whole document as written (every key but
 ``integrity`` and ``signature``): a summary, a timing or a profile edited after the
-run no longer matches. Anyone can recompute an unkeyed hash, so it proves only that
-the parts agree; ``signature`` (HMAC-SHA256 with a key the publisher holds, over the
-same bytes) proves who wrote them. ``conformance.report.verify`` checks both and
-recomputes the verdict.
+run no longer matches; and the sha256 of each results document the report was built
+from (``results``, by part). Anyone can recompute an unkeyed hash, so it proves only
+that the parts agree; ``signature`` (Ed25519, ``conformance.report.signing``) proves
+who published them. ``conformance.report.verify`` checks both and recomputes the verdict.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import hmac
 import json
 import os
 import platform
@@ -39,8 +38,7 @@ HARNESS_NAME = "torch-backend-conformance"
 VOLATILE_KEYS = frozenset({"timings", "measurements", "duration_s", "started", "finished", "integrity", "command"})
 """Keys whose values change from run to run: durations, memory measurements, timestamps."""
 UNHASHED_KEYS = frozenset({"integrity", "signature"})
-"""The only top-level keys of report.json outside the bytes that are hashed and signed."""
-SIGNATURE_ALG = "hmac-sha256"
+"""The only top-level keys of report.json outside the bytes of the integrity hash."""
 
 
 def _version(module: str) -> str | None:
@@ -294,8 +292,23 @@ def build_report(documents: list[Mapping[str, Any]], specs) -> dict[str, Any]:
         report["run"]["partial"] = partial
     report["summary"] = summarize(results)
     report["verdict"] = verdict(results, profile, specs)
-    report["integrity"] = {"sha256": integrity_hash(report)}
+    report["integrity"] = {"sha256": integrity_hash(report), "results": results_digests(documents)}
     return report
+
+
+def results_digests(documents: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """The sha256 of each results document (``document_digest``) by its part (``run.tag``):
+    what a report was built from, which a signature covers and ``verify`` compares with the
+    files of results/ beside the report."""
+    digests: dict[str, str] = {}
+    for doc in documents:
+        part = str(doc["run"]["tag"])
+        key, n = part, 1
+        while key in digests:  # two documents of one part (a shard given twice): both are named
+            n += 1
+            key = f"{part}#{n}"
+        digests[key] = document_digest(doc)
+    return digests
 
 
 def partial_reason(results: Iterable[CaseResult]) -> str | None:
@@ -447,11 +460,26 @@ def _stable(value: Any) -> Any:
 
 
 def canonical_bytes(report: Mapping[str, Any]) -> bytes:
-    """The bytes the integrity hash and the signature cover: the document as report.json holds
-    it (``transport.jsonable``, idempotent, so the file read back gives the same bytes), keys
+    """The bytes the integrity hash covers: the document as report.json holds it
+    (``transport.jsonable``, idempotent, so the file read back gives the same bytes), keys
     sorted, without ``integrity`` and ``signature``."""
-    body = jsonable({k: v for k, v in report.items() if k not in UNHASHED_KEYS}, None)
+    return _canonical({k: v for k, v in report.items() if k not in UNHASHED_KEYS})
+
+
+def _canonical(value: Any) -> bytes:
+    body = jsonable(value, None)
     return json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=True).encode()
+
+
+def document_digest(value: Any) -> str:
+    """sha256 of any JSON value in canonical form (a results document, a part of a report)."""
+    return hashlib.sha256(_canonical(value)).hexdigest()
+
+
+def part_digests(report: Mapping[str, Any]) -> dict[str, str]:
+    """sha256 of each top-level part of ``report`` but ``integrity`` and ``signature``: what a
+    signature covers, part by part, so that a mismatch names the parts that changed."""
+    return {k: document_digest(v) for k, v in report.items() if k not in UNHASHED_KEYS}
 
 
 def integrity_hash(report: Mapping[str, Any]) -> str:
@@ -465,23 +493,3 @@ def stable_hash(report: Mapping[str, Any]) -> str:
     body = {k: v for k, v in report.items() if k not in UNHASHED_KEYS}
     body["run"] = {k: v for k, v in (body.get("run") or {}).items() if k != "parts"}
     return hashlib.sha256(json.dumps(jsonable(_stable(body), None), sort_keys=True).encode()).hexdigest()
-
-
-def key_id(key: bytes) -> str:
-    """Names a signing key without revealing it: the first 16 hex digits of its sha256."""
-    return hashlib.sha256(key).hexdigest()[:16]
-
-
-def signature(report: Mapping[str, Any], key: bytes) -> dict[str, str]:
-    """The ``signature`` entry of ``report`` under ``key``: HMAC-SHA256 over ``canonical_bytes``."""
-    if not key:
-        raise ValueError("an empty signing key signs nothing")
-    value = hmac.new(key, canonical_bytes(report), hashlib.sha256).hexdigest()
-    return {"alg": SIGNATURE_ALG, "key_id": key_id(key), "value": value}
-
-
-def sign(report: dict[str, Any], key: bytes | None) -> dict[str, Any]:
-    """Sign ``report`` in place when there is a key; without one, leave it unsigned."""
-    if key:
-        report["signature"] = signature(report, key)
-    return report

@@ -1,32 +1,37 @@
 """Is a report.json what this harness wrote, and does its verdict follow from its results?
 
-    python -m conformance verify reports/NAME/report.json [--key-file KEY] [--allow-stale]
+    python -m conformance verify reports/NAME/report.json [--public-key PUB.pem] [--allow-stale]
 
 ``verify`` checks, in order:
 
-1. the schema (an unknown category, a missing field);
+1. the schema (an unknown category, a missing field, a field ``integrity`` or ``signature``
+   does not define);
 2. that the report was made under this harness: its spec digest and its harness name and
    version are the installed ones. Otherwise the report is *stale*: its verdict cannot be
-   recomputed here, and it is refused unless ``allow_stale`` (then steps 3-5 still run, and
+   recomputed here, and it is refused unless ``allow_stale`` (then steps 3-6 still run, and
    the outcome says the verdict was not recomputed);
 3. the integrity hash over the whole document (``model.canonical_bytes``);
-4. the signature: with a key, a valid HMAC-SHA256 by that key is required; without one, a
-   signature is reported as present and not checked;
+4. the signature (Ed25519, ``conformance.report.signing``): with a public key, a signature
+   by that key over the report's parts and the digests of its results documents is
+   required, and a mismatch names the parts that differ from what was signed; without one,
+   the report is *unsigned* or its signature *not checked*, and says so (``Signature``);
 5. the results: ids unique (the gate matches results by id); each result's ``mandatory`` flag,
    the summary and the verdict recomputed from the results under the installed spec must be
    what the report says (a stale report: the summary from its own flags, and no certified
    verdict over a failing mandatory result);
 6. given the path of a report.json, that report.md, report.html and junit.xml beside it (if
-   present) name this report's integrity hash: a rendering of another run is stale.
+   present) name this report's integrity hash (a rendering of another run is stale), and
+   that the documents of results/ beside it (if present) are those it was built from, or,
+   the signature checked, those that were signed.
 
-The integrity hash is unkeyed: anyone can recompute it after an edit, so steps 3 and 5
-prove that the parts of a report agree, not who wrote it. Only the signature does that.
+The integrity hash is unkeyed: anyone can recompute it after an edit, and anyone can edit
+results/ and rebuild the report with ``conformance report``; steps 3, 5 and 6 then all hold.
+They prove that the parts of a report agree, not who wrote it. Only the signature does that.
 """
 
 from __future__ import annotations
 
 import enum
-import hmac
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,27 +40,38 @@ from typing import Any
 
 from conformance import __version__
 from conformance.report import html as html_report
-from conformance.report import junit, markdown
+from conformance.report import junit, markdown, signing
 from conformance.report.model import (
     HARNESS_NAME,
-    SIGNATURE_ALG,
     integrity_hash,
     is_mandatory,
-    key_id,
     records,
     report_profile,
-    signature,
+    results_digests,
     summarize,
     validate,
     verdict,
 )
 from conformance.results import Category
 
-SIGNING_KEY_ENV = "CONFORMANCE_SIGNING_KEY"
-"""The environment variable that holds the signing key (CI keeps it as a secret)."""
 RENDERINGS = {"report.md": markdown.embedded_hash, "report.html": html_report.embedded_hash, "junit.xml": junit.embedded_hash}
 """The files written beside report.json, and how each names the report it shows."""
 _SHOWN = 5  # differing ids named in one problem
+
+
+class Signature(enum.Enum):
+    """Who wrote the report, as far as ``verify`` could tell."""
+
+    VERIFIED = "verified"
+    """Signed, and the signature holds under the public key given: its parts and results are
+    the ones that key's holder signed."""
+    NOT_CHECKED = "not checked"
+    """Signed, but no public key was given: nothing about the signature was checked (anyone can
+    write a signature block)."""
+    UNSIGNED = "unsigned"
+    """No signature: the report agrees with itself, which anyone who edits it can arrange."""
+    INVALID = "invalid"
+    """A public key was given and the signature does not hold under it (or there is none)."""
 
 
 class Status(enum.Enum):
@@ -78,6 +94,7 @@ class Outcome:
     notes: tuple[str, ...] = ()
     """What was not checked, and why (a signature without a key, a verdict not recomputed)."""
     report: Mapping[str, Any] | None = None
+    signature: Signature = Signature.UNSIGNED
 
     @property
     def ok(self) -> bool:
@@ -86,25 +103,6 @@ class Outcome:
 
 class InvalidReport(ValueError):
     """A file that is not a report at all (not JSON, not an object)."""
-
-
-class SigningKeyError(ValueError):
-    """A key file that cannot be read or is empty."""
-
-
-def signing_key(key_file: str | Path | None = None, environ: Mapping[str, str] | None = None) -> bytes | None:
-    """The key from ``key_file`` (trailing newline dropped), else from ``environ``'s
-    CONFORMANCE_SIGNING_KEY; None when neither gives one."""
-    if key_file is not None:
-        try:
-            key = Path(key_file).read_bytes().rstrip(b"\r\n")
-        except OSError as exc:
-            raise SigningKeyError(f"key file {key_file}: {exc.strerror or exc}") from None
-        if not key:
-            raise SigningKeyError(f"key file {key_file} is empty")
-        return key
-    value = (environ or {}).get(SIGNING_KEY_ENV)
-    return value.encode() if value else None
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -133,11 +131,12 @@ def verify(
     report: Mapping[str, Any],
     *,
     specs=None,
-    key: bytes | None = None,
+    public_key: signing.Ed25519PublicKey | None = None,
     allow_stale: bool = False,
     path: str | Path | None = None,
 ) -> Outcome:
-    """Check ``report`` (see the module docstring); ``specs`` defaults to the installed spec."""
+    """Check ``report`` (see the module docstring); ``specs`` defaults to the installed spec.
+    With ``public_key``, the report must be signed by it."""
     if specs is None:
         from conformance import specs as spec_module
 
@@ -154,7 +153,8 @@ def verify(
     stored = report["integrity"]["sha256"]
     if integrity_hash(report) != stored:
         problems.append("integrity hash mismatch: the report was changed after it was written")
-    problems += _signature_problems(report, key, notes)
+    signed, signature_problems, signed_results = _signature(report, public_key, notes)
+    problems += signature_problems
     problems += _duplicate_ids(report["results"])
     if stale:
         problems += _consistency_problems(report)
@@ -163,9 +163,11 @@ def verify(
         problems += _recompute_problems(report, specs)
     if path is not None and Path(path).name == "report.json":
         problems += _rendering_problems(Path(path), stored)
+        built_from = report["integrity"].get("results") if signed_results is None else signed_results
+        problems += _results_problems(Path(path).parent / "results", built_from, signed_results is not None)
     if problems:
-        return Outcome(Status.INVALID, tuple(problems), tuple(notes), report)
-    return Outcome(Status.UNCHECKED if stale else Status.VALID, (), tuple(notes), report)
+        return Outcome(Status.INVALID, tuple(problems), tuple(notes), report, signed)
+    return Outcome(Status.UNCHECKED if stale else Status.VALID, (), tuple(notes), report, signed)
 
 
 def staleness(report: Mapping[str, Any], specs) -> list[str]:
@@ -182,22 +184,51 @@ def staleness(report: Mapping[str, Any], specs) -> list[str]:
     return reasons
 
 
-def _signature_problems(report: Mapping[str, Any], key: bytes | None, notes: list[str]) -> list[str]:
+def _signature(report: Mapping[str, Any], key, notes: list[str]) -> tuple[Signature, list[str], Mapping[str, str] | None]:
+    """What the signature shows, its problems, and the results digests it authenticates (None
+    unless the signature block was made by ``key``, whether or not the report still matches it)."""
     signed = report.get("signature")
     if key is None:
         if signed:
-            notes.append(f"signed (key id {signed['key_id']}), signature not checked: no key given")
-        return []
+            notes.append(f"signed (key id {signed['key_id']}), signature not checked: no --public-key given")
+            return Signature.NOT_CHECKED, [], None
+        notes.append("unsigned: nothing shows who wrote this report (sign it: certify --sign KEY.pem)")
+        return Signature.UNSIGNED, [], None
     if not signed:
-        return [f"not signed, but a signing key (key id {key_id(key)}) was given: a published report must be signed"]
-    if signed["alg"] != SIGNATURE_ALG:
-        return [f"signature algorithm {signed['alg']!r} is not {SIGNATURE_ALG}"]
-    if signed["key_id"] != key_id(key):
-        return [f"signed with key id {signed['key_id']}, not with the given key (key id {key_id(key)})"]
-    if not hmac.compare_digest(signed["value"], signature(report, key)["value"]):
-        return ["signature mismatch: the report was changed after it was signed"]
+        given = signing.key_id(key)
+        return Signature.INVALID, [f"unsigned, but a public key (key id {given}) was given: a published report must be signed"], None
+    problems = signing.authenticate(signed, key)
+    if problems:
+        return Signature.INVALID, problems, None
+    problems = signing.differences(report)
+    if problems:
+        return Signature.INVALID, problems, signed["results"]
     notes.append(f"signature valid (key id {signed['key_id']})")
-    return []
+    return Signature.VERIFIED, [], signed["results"]
+
+
+def _results_problems(directory: Path, built_from: Mapping[str, str] | None, signed: bool) -> list[str]:
+    """The documents of results/ beside a report against the digests it was built from (or that
+    were signed). A part absent from results/, or a document of another part, is not compared:
+    results/ is build output, and a later ``certify --shard`` adds to it."""
+    if not built_from or not directory.is_dir():
+        return []
+    files, documents = [], []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            document = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+            document["run"]["tag"]
+        except (OSError, ValueError, TypeError, KeyError):
+            continue  # not a results document
+        files.append(path)
+        documents.append(document)
+    what = "that was signed" if signed else "the report was built from"
+    return [
+        f"{directory.name}/{path.name} (part {part!r}, sha256 {digest[:16]}) is not the results document {what} "
+        f"(sha256 {built_from[part][:16]}): results/ changed after {'signing' if signed else 'the report was built'}"
+        for path, (part, digest) in zip(files, results_digests(documents).items())
+        if part in built_from and built_from[part] != digest
+    ]
 
 
 def _duplicate_ids(results: list[Mapping[str, Any]]) -> list[str]:
@@ -277,6 +308,9 @@ def _short(value: Any, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+SIGNATURE_WORDS = {Signature.VERIFIED: "SIGNED", Signature.NOT_CHECKED: "SIGNATURE NOT CHECKED", Signature.UNSIGNED: "UNSIGNED"}
+
+
 def render(outcome: Outcome, name: str) -> str:
     """What ``verify`` prints: the finding first, then what was not checked."""
     report = outcome.report or {}
@@ -284,10 +318,9 @@ def render(outcome: Outcome, name: str) -> str:
     if outcome.ok:
         backend, verdict_ = report["backend"], report["verdict"]
         what = f"{backend['name']} {backend['version']}: {verdict_['text']} (sha256 {report['integrity']['sha256'][:16]})"
-        if outcome.status is Status.VALID:
-            lines.append(f"VALID: {what}")
-        else:
-            lines.append(f"VALID, VERDICT NOT RECOMPUTED: {what}")
+        qualifiers = ["VERDICT NOT RECOMPUTED"] if outcome.status is Status.UNCHECKED else []
+        qualifiers.append(SIGNATURE_WORDS[outcome.signature])
+        lines.append(f"VALID, {', '.join(qualifiers)}: {what}")
     elif outcome.status is Status.STALE:
         lines += [f"STALE: {name}: {p}" for p in outcome.problems]
         lines.append(f"STALE: {name}: this harness cannot recompute its verdict; re-certify, or pass --allow-stale to check its integrity only")

@@ -17,7 +17,6 @@ from conformance.cli import EXIT_INVALID, EXIT_NOT_CERTIFIED, EXIT_OK, EXIT_STAL
 from conformance.report import build_report
 from conformance.report.diff import MISSING_SHOWN, DiffError, Waiver, WaiverError, diff, load_waivers
 from conformance.report.model import RESULTS_SCHEMA, integrity_hash, result_id, stable_hash, validate
-from conformance.report.verify import SIGNING_KEY_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,11 +25,6 @@ def cli(*args, env=None):
     return subprocess.run(
         [sys.executable, "-m", "conformance", *args], cwd=ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True
     )
-
-
-@pytest.fixture(autouse=True)
-def _unsigned(monkeypatch):
-    monkeypatch.delenv(SIGNING_KEY_ENV, raising=False)  # a CI secret must not change what these tests see
 
 
 def _document(results, *, backend="demo", version="1", digest=None, profile="smoke"):

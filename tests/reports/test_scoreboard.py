@@ -208,11 +208,9 @@ def test_an_invalid_report_is_marked_and_none_of_its_numbers_are_shown():
     assert dom.find(id="warnings").find("li", data_warning="invalid-report")
 
 
-def test_scoreboard_command_verifies_each_report_and_warns(tmp_path, capsys, monkeypatch):
+def test_scoreboard_command_verifies_each_report_and_warns(tmp_path, capsys):
     from conformance.cli import EXIT_INVALID, EXIT_OK, main
-    from conformance.report.verify import SIGNING_KEY_ENV
 
-    monkeypatch.delenv(SIGNING_KEY_ENV, raising=False)
     good, bad = tmp_path / "reference.json", tmp_path / "forged.json"
     good.write_text(json.dumps(make_report("reference")))
     bad.write_text(json.dumps(forged_summary(make_report("seeded-nan-dropped-by-max", nan_dropped_by_max))))
