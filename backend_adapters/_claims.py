@@ -41,7 +41,9 @@ The format (every key optional but ``backend``)::
 
     compile_specs = []
 
-With ``extends``, the shared file's not_applicable, refuses and tolerances come first and
+    latitudes = ["tf32", "ftz"]          # numerical latitudes taken (conformance.api.LATITUDES)
+
+With ``extends``, the shared file's not_applicable, refuses, tolerances and latitudes come first and
 this file's entries override them; ops, ops_from, blob_version and compile_specs are this
 file's own.
 """
@@ -102,6 +104,8 @@ class Claims:
     tolerances: tuple[ToleranceLoosening, ...] = ()
     blob_version: BlobVersionField | None = None
     compile_specs: tuple[str, ...] = ()
+    latitudes: tuple[str, ...] = ()
+    """The numerical latitudes the backend declares (conformance.api.LATITUDES), its own and those of the file it extends."""
 
     def __post_init__(self):
         object.__setattr__(self, "not_applicable", MappingProxyType(dict(self.not_applicable)))
@@ -150,6 +154,7 @@ class Claims:
                 not_applicable=self.not_applicable,
                 blob_version=self.blob_version,
                 refuses=self.refuses,
+                latitudes=self.latitudes,
             )
         except ClaimsError:
             raise
@@ -177,7 +182,7 @@ def load(backend: str, directory: Path | None = None) -> Claims:
     return _load(Path(directory or claims_dir()) / f"{backend}.toml", backend, ())
 
 
-_KEYS = {"backend", "extends", "ops", "ops_from", "refuses", "not_applicable", "tolerances", "blob_version", "compile_specs"}
+_KEYS = {"backend", "extends", "ops", "ops_from", "refuses", "not_applicable", "tolerances", "blob_version", "compile_specs", "latitudes"}
 
 
 def _load(path: Path, name: str, seen: tuple[str, ...]) -> Claims:
@@ -231,9 +236,10 @@ def _load(path: Path, name: str, seen: tuple[str, ...]) -> Claims:
         tolerances=tuple(tolerances),
         blob_version=blob_version,
         compile_specs=_strings(where, data, "compile_specs", ()),
+        latitudes=tuple(dict.fromkeys((*(base.latitudes if base else ()), *_strings(where, data, "latitudes", ())))),
     )
     try:  # dtypes, refusal kinds: checked as the Manifest checks them, with the file named
-        Manifest(ops=claims.listed_ops(), refuses=claims.refuses)
+        Manifest(ops=claims.listed_ops(), refuses=claims.refuses, latitudes=claims.latitudes)
     except ValueError as exc:
         raise ClaimsError(f"{where}: {exc}") from None
     return claims

@@ -167,16 +167,26 @@ class Driver:
         args: list[EValue] | None = None,
         layout: Layout = "contiguous",
         capacities: Sequence[tuple[int, ...] | None] | None = None,
+        undefined: Sequence[bool] | None = None,
     ) -> Execution:
         """``capacities``: for each output whose size the program leaves to run time, the upper-bound
         shape to allocate (``programs.output_capacities``); the backend reports the size it computed
-        with ``resize_tensor`` (NUM-001). Other outputs are allocated as ``expected_like``."""
+        with ``resize_tensor`` (NUM-001). Other outputs are allocated as ``expected_like``.
+        ``undefined``: per output, whether the call leaves it undefined (op spec ``defined_outputs``):
+        such an output is allocated as ``expected_like`` with room behind it, so a backend whose kernel
+        sizes it otherwise (CUDA batch norm's eval-mode statistics: [C] where CPU gives [0]) may
+        ``resize_tensor`` it to as many elements as the largest input holds."""
         capacities = capacities or [None] * len(expected_like)
+        undefined = undefined or [False] * len(expected_like)
         outputs = [sentinel_like(e) for e in expected_like]
+        room = max((int(np.size(a)) for a in inputs), default=0)
         if args is None:
             args = [EValue(with_layout(a, each)) for a, each in zip(inputs, input_layouts(layout, len(inputs)))]
-            for o, bound in zip(outputs, capacities):
-                if bound is None:
+            for o, bound, free in zip(outputs, capacities, undefined):
+                if bound is None and free and isinstance(o, np.ndarray) and o.ndim:
+                    storage = sentinel_like(np.empty((max(o.size, room),) + (1,) * (o.ndim - 1), o.dtype))
+                    args.append(EValue(storage.reshape(-1)[: o.size].reshape(o.shape), capacity=storage))
+                elif bound is None:
                     args.append(EValue(o))
                 else:
                     storage = sentinel_like(np.empty(bound, o.dtype))

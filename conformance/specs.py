@@ -224,6 +224,11 @@ class OpSpec:
     a convolution's ``weight`` and ``bias``, a norm's affine ``weight`` and ``bias``): the NUM check's
     ``weights`` cases hand them as program constants and as runtime inputs
     (``conformance.programs.with_weights``), since a backend may delegate only constant weights."""
+    latitudes: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    """The op-specific latitudes a backend may take on this op (``OP_LATITUDES``), each with the
+    tensor arguments (ATen schema names) it concerns: tf32's rounded operands ({ tf32 = ["self",
+    "mat2"] }: not addmm's or a convolution's bias, which the accumulation adds in float32),
+    fast-division's dividend and divisor. The other latitudes hold for every op (conformance/latitudes.py)."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -625,6 +630,7 @@ _OP_FIELDS = {
     "values",
     "defined_outputs",
     "weights",
+    "latitudes",
 }
 
 VALUE_MODES: Mapping[str, str] = MappingProxyType(
@@ -684,17 +690,37 @@ def _weights(where: str, names: list) -> tuple[str, ...]:
     return tuple(names)
 
 
+OP_LATITUDES = ("tf32", "fast-division")
+"""The latitudes (conformance.api.LATITUDES) an op spec grants by name, with the arguments they concern."""
+
+
+def _latitudes(where: str, table: dict) -> Mapping[str, tuple[str, ...]]:
+    """latitudes = { tf32 = ["self", "mat2"] }: per op-specific latitude, the tensor arguments it concerns."""
+    out = {}
+    for name, arguments in table.items():
+        if name not in OP_LATITUDES:
+            raise SpecError(f"{where}: latitudes.{name}: an op spec grants only {list(OP_LATITUDES)} (the others hold for every op)")
+        if not isinstance(arguments, list) or not arguments or not all(isinstance(a, str) and a.isidentifier() for a in arguments):
+            raise SpecError(f"{where}: latitudes.{name} must be a non-empty list of argument names (ATen schema names)")
+        out[name] = tuple(arguments)
+    return MappingProxyType(out)
+
+
 def _defined_outputs(where: str, entries: list) -> tuple[Mapping[str, tuple[Any, ...]] | None, ...]:
-    """defined_outputs: per output, true (always defined) or a table of the attribute values under
-    which eager defines its values ({ mode = [1, 2] })."""
+    """defined_outputs: per output, true (always defined), false (never: an empty table, which no
+    call satisfies), or a table of the attribute values under which eager defines its values
+    ({ mode = [1, 2] })."""
     out: list[Mapping[str, tuple[Any, ...]] | None] = []
     for i, entry in enumerate(entries):
         ewhere = f"{where}: defined_outputs[{i}]"
         if entry is True:
             out.append(None)
             continue
+        if entry is False:
+            out.append(MappingProxyType({}))
+            continue
         if not isinstance(entry, dict) or not entry:
-            raise SpecError(f"{ewhere}: must be true or a table of attribute values, e.g. {{ mode = [1, 2] }}")
+            raise SpecError(f"{ewhere}: must be true, false or a table of attribute values, e.g. {{ mode = [1, 2] }}")
         for key, allowed in entry.items():
             if not isinstance(allowed, list) or not allowed:
                 raise SpecError(f"{ewhere}.{key}: must be a non-empty list of the values under which the output is defined")
@@ -817,6 +843,7 @@ def _load_ops(path: Path) -> list[OpSpec]:
                 values=_values(where, _expect(where, body, "values", str, "reference")),
                 defined_outputs=_defined_outputs(where, _expect(where, body, "defined_outputs", list, [])),
                 weights=_weights(where, _expect(where, body, "weights", list, [])),
+                latitudes=_latitudes(where, _expect(where, body, "latitudes", dict, {})),
             )
         )
     return out

@@ -5,7 +5,7 @@ Adapters and third-party backends are written against these names.
 """
 
 from .backend import PARTIAL_DELEGATION, BackendDetails, BackendInterface, CompileSpec, PreprocessResult
-from .certification import BackendUnderTest, BlobVersionField, Manifest, ToleranceLoosening
+from .certification import LATITUDES, BackendUnderTest, BlobVersionField, Manifest, ToleranceLoosening
 from .context import (
     BackendExecutionContext,
     BackendInitContext,
@@ -33,6 +33,7 @@ from .scalar_type import DTYPE_NAMES, ScalarType, dtype_name, numpy_dtype
 __all__ = [
     "MAX_BACKENDS",
     "DTYPE_NAMES",
+    "LATITUDES",
     "PARTIAL_DELEGATION",
     "Backend",
     "BackendDetails",

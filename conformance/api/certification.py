@@ -55,6 +55,25 @@ class BlobVersionField:
     byteorder: str = "little"
 
 
+LATITUDES: Mapping[str, str] = MappingProxyType(
+    {
+        "tf32": "matmul and convolution float32 inputs rounded to a 10-bit mantissa (round to nearest even) before a "
+        "float32 accumulation: the expected output is the reference kernel's on the rounded inputs, within the op's "
+        "derived bound",
+        "ftz": "subnormal results flushed to a zero of the same sign: both sides flushed before comparing",
+        "daz": "subnormal inputs read as a zero of the same sign: the expected output is the reference kernel's on the "
+        "flushed inputs",
+        "reassociation": "any summation order for the ops that accumulate: the op spec's derived bound (which every op "
+        "with a bound grants, declared or not); an op without a bound stays strict",
+        "fast-division": "true division (by a tensor or a scalar) as x * (1 / y): within 2 ULP of the correctly "
+        "rounded quotient, or equal to x * (1 / y) rounded as the op's compute type rounds it",
+        "signed-zero": "the sign of a zero result is not compared",
+    }
+)
+"""The numerical latitudes a backend may declare (``Manifest.latitudes``), each a model the oracle
+applies exactly (conformance/latitudes.py; specs/README.md, "Declared latitude"). Without a
+declaration the strict semantics hold."""
+
 REFUSAL_KINDS = ("empty", "0-d", "rank N", "mixed dtypes", "broadcasting", "large", "one-tensor list")
 _REFUSAL_KIND = re.compile(r"empty|0-d|rank \d+|mixed dtypes|broadcasting|large|one-tensor list")
 
@@ -73,6 +92,10 @@ class Manifest:
     it refuses (its op-support table): ``"empty"``, ``"0-d"``, ``"rank N"``, ``"mixed dtypes"``,
     ``"broadcasting"``, ``"large"``, ``"one-tensor list"`` (``Call.features``). A claimed op's refusal of such a call is
     clean; any other refusal of a claimed op fails its check.
+
+    ``latitudes`` names the numerical latitudes the backend takes (``LATITUDES``: "tf32", "ftz",
+    "daz", "reassociation", "fast-division", "signed-zero"): an output that fails the strict
+    comparison is judged by the declared latitudes' model, and the verdict names those taken.
     """
 
     ops: Mapping[str, tuple[str, ...] | str] = field(default_factory=dict)
@@ -81,6 +104,7 @@ class Manifest:
     not_applicable: Mapping[str, str] = field(default_factory=dict)
     blob_version: BlobVersionField | None = None
     refuses: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    latitudes: tuple[str, ...] = ()
 
     def __post_init__(self):
         ops = {}
@@ -103,6 +127,13 @@ class Manifest:
             if unknown:
                 raise ValueError(f"manifest: refuses[{op!r}] has unknown kind(s) {unknown}; known: {', '.join(REFUSAL_KINDS)}")
         object.__setattr__(self, "refuses", MappingProxyType(refuses))
+        if isinstance(self.latitudes, str):
+            raise ValueError(f"manifest: latitudes must be a list of names, got the string {self.latitudes!r}")
+        latitudes = tuple(dict.fromkeys(self.latitudes))
+        unknown = [name for name in latitudes if name not in LATITUDES]
+        if unknown:
+            raise ValueError(f"manifest: unknown latitude(s) {unknown}; known: {', '.join(LATITUDES)}")
+        object.__setattr__(self, "latitudes", latitudes)
 
     def claims(self, op: str, dtype: str) -> bool:
         """Whether the manifest claims ``op`` in ``dtype``. "*" claims the ten dtypes of the specs'
@@ -135,7 +166,7 @@ class Manifest:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "manifest") -> Manifest:
-        known = {"ops", "compile_specs", "tolerances", "not_applicable", "blob_version", "refuses"}
+        known = {"ops", "compile_specs", "tolerances", "not_applicable", "blob_version", "refuses", "latitudes"}
         extra = set(data) - known
         if extra:
             raise ValueError(f"{source}: unknown key(s) {sorted(extra)}; expected {sorted(known)}")
@@ -154,6 +185,7 @@ class Manifest:
             not_applicable=data.get("not_applicable", {}),
             blob_version=version,
             refuses=data.get("refuses", {}),
+            latitudes=data.get("latitudes", ()),
         )
 
     @classmethod

@@ -135,6 +135,7 @@ class _Case:
         self.refusals: dict[str, int] = {}  # every refusal, by kind of call (Call.features)
         self.declared = 0  # refusals the manifest documents
         self.taken: dict[str, int] = {}  # accepted draws, by kind
+        self.latitudes: dict[str, int] = {}  # outputs of accepted draws that passed under a declared latitude, by name
         self.meta_disagreements: list[str] = []  # examples whose program PyTorch itself shapes unlike eager
         self.runs, self.seconds = 0, 0.0  # backend runs (refusals included) and their wall time
         self.batched = 0  # calls compared through a batch program
@@ -272,6 +273,9 @@ class _Case:
         self._ran(kinds)
         for feature in call.features():
             self.taken[feature] = self.taken.get(feature, 0) + 1
+        for c in compared:
+            for name in c.latitudes:  # a declared latitude this output needed (conformance.latitudes)
+                self.latitudes[name] = self.latitudes.get(name, 0) + 1
         for cmp, tol in ((c.comparison, c.tolerance) for c in compared):
             if not self.worst or _magnitude(cmp.max_abs) >= _magnitude(self.worst.get("max_abs", 0)):
                 self.worst.update(cmp.stats())
@@ -458,6 +462,7 @@ def test_NUM_001_matches_reference(backend, result, op, dtype, specs, request):
             refused=case.declared + len(case.refused),
             refusals=case.refusals,
             **({"batched": case.batched} if case.batched else {}),
+            **({"latitudes_taken": dict(sorted(case.latitudes.items()))} if case.latitudes else {}),
             **({"refusal_summary": case.refusal_summary()} if case.refusals else {}),
         )
 

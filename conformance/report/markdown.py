@@ -214,7 +214,8 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
         "## Environment",
         "",
         f"Python {env['python']}, torch {env['torch']}, numpy {env['numpy']}, ml_dtypes {env['ml_dtypes']}, "
-        f"{_cell(env['cpu'])} x{env['cpu_count']}, {env['os']}.",
+        f"{_cell(env['cpu'])} x{env['cpu_count']}, {env['os']}."
+        + "".join(f" {_cell(d.get('name', '?'))} (compute capability {d.get('compute_capability', '?')}, CUDA {d.get('cuda', '?')})." for d in env.get("devices") or [] if isinstance(d, dict)),
         "",
         INTEGRITY_LINE.format((report.get("integrity") or {}).get("sha256", "")),
         "",
