@@ -55,8 +55,22 @@ def _version(module: str) -> str | None:
         return None
 
 
+def _devices() -> list[dict[str, str]]:
+    """The accelerators torch sees, each with its name, compute capability and the CUDA runtime torch
+    was built with (a GPU run's numbers are that device's); empty on a machine without one."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return []
+        return [{"kind": "cuda", "name": torch.cuda.get_device_name(i), "compute_capability": "{}.{}".format(*torch.cuda.get_device_capability(i)),
+                 "cuda": torch.version.cuda or ""} for i in range(torch.cuda.device_count())]  # fmt: skip
+    except Exception:  # a broken driver must not cost the report
+        return []
+
+
 def environment() -> dict[str, Any]:
-    """What produced the numbers: interpreter, libraries, CPU and OS."""
+    """What produced the numbers: interpreter, libraries, CPU, OS and accelerators (``_devices``)."""
     torch, numpy, ml_dtypes, hyp = (_version(m) for m in ("torch", "numpy", "ml_dtypes", "hypothesis"))
     cpu = platform.processor() or ""
     try:
@@ -77,6 +91,7 @@ def environment() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "os": f"{platform.system()} {platform.release()}",
         "machine": platform.machine(),
+        **({"devices": devices} if (devices := _devices()) else {}),
     }
 
 
@@ -190,6 +205,7 @@ def backend_info(backend, requested: str | None = None) -> dict[str, Any]:
         ],
         "not_applicable": {clause: clean_text(why) for clause, why in sorted(manifest.not_applicable.items())},
         "refuses": {op: list(kinds) for op, kinds in sorted(manifest.refuses.items())},
+        **({"latitudes": list(manifest.latitudes)} if getattr(manifest, "latitudes", ()) else {}),
         "source": _source(requested or backend.name),
     }
 
@@ -362,6 +378,16 @@ def summarize(results: Iterable[CaseResult | Mapping[str, Any]]) -> dict[str, An
     }
 
 
+def latitudes_taken(results: Iterable[CaseResult]) -> list[str]:
+    """The declared latitudes (conformance.api.LATITUDES, in that order) that passing NUM checks
+    needed: some output passed under the latitude's model where the strict comparison failed
+    (``stats.latitudes_taken``, conformance/checks/test_numerics.py)."""
+    from conformance.api import LATITUDES
+
+    found = {name for r in results if r.category is Category.PASS for name in ((r.stats or {}).get("latitudes_taken") or {})}
+    return [name for name in LATITUDES if name in found]
+
+
 def verdict(results: Iterable[CaseResult | Mapping[str, Any]], profile, specs) -> dict[str, Any]:
     """Certified for the profile, or why not, reason first: failing checks (by clause), mandatory
     op x dtype the backend does not support, inconclusive results, mandatory checks not run."""
@@ -404,8 +430,9 @@ def verdict(results: Iterable[CaseResult | Mapping[str, Any]], profile, specs) -
             if (op, dtype) not in seen_num:
                 not_run.append(f"NUM {op} {dtype}")
     certified = not (failing or unsupported or inconclusive or not_run)
+    taken = latitudes_taken(results)
     if certified:
-        text = f"certified for profile {profile.name}"
+        text = f"certified for profile {profile.name}" + (f" with latitude: {', '.join(taken)}" if taken else "")
     else:
         parts = []
         if failing:

@@ -46,9 +46,10 @@ def test_identical_bits_take_the_fast_path_with_the_full_statistics(monkeypatch,
     assert not oracle._same_bits(flipped.reshape(shape), expected)
 
 
-def test_an_output_a_call_leaves_undefined_is_held_to_its_shape_and_dtype_only():
+def test_an_output_a_call_leaves_undefined_is_held_to_its_dtype_only():
     """_embedding_bag defines bag_size only in mean and max mode (op spec defined_outputs): in sum mode
-    any values pass, a wrong shape does not; in max mode max_indices is compared value by value, and a
+    any values and any size pass (CUDA batch norm sizes its eval-mode statistics [C], CPU [0]), a wrong dtype
+    does not; in max mode max_indices is compared value by value, and a
     mode the call leaves out takes its schema default (0, sum)."""
     from conformance import specs
     from conformance.call import Call, Tensor
@@ -66,7 +67,8 @@ def test_an_output_a_call_leaves_undefined_is_held_to_its_shape_and_dtype_only()
     for mode in (0, None):
         sizes = judged(mode, [output, np.zeros(0, np.int64), bags + 7, bags], [output, np.zeros(0, np.int64), 0 * bags, 0 * bags])
         assert all(c.ok for c in sizes) and "defined_outputs" in sizes[2].message
-        assert not judged(mode, [output, np.zeros(0, np.int64), np.zeros(3, np.int64), bags], [output, np.zeros(0, np.int64), bags, bags])[2].ok
+        assert judged(mode, [output, np.zeros(0, np.int64), np.zeros(3, np.int64), bags], [output, np.zeros(0, np.int64), bags, bags])[2].ok
+        assert not judged(mode, [output, np.zeros(0, np.int64), bags.astype(np.int32), bags], [output, np.zeros(0, np.int64), bags, bags])[2].ok
     chosen = np.array([[2, 2], [1, 1]], np.int64)
     maxed = judged(2, [output, np.arange(3), bags, np.zeros_like(chosen)], [output, np.arange(3), bags, chosen])
     assert [c.ok for c in maxed] == [True, True, True, False]
