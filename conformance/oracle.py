@@ -267,7 +267,7 @@ class Comparison:
     ulp: int = 0
     test: dict[str, Any] | None = None
     """The statistical test of a law (op spec ``values``, ``compare_outputs``): what was tested, the
-    statistic, its critical value, the false-alarm rate and the sample size; None for value comparisons."""
+    statistic, its p-value, the false-alarm rate and the sample size; None for value comparisons."""
     # Of ``mismatched`` (float and complex outputs; ``_verdict``): the elements of each kind of
     # violation the message counts. An element may break two rules; NUM's failure summary reads these.
     nan_mismatched: int = 0
@@ -441,19 +441,22 @@ def _biased(cmp: Comparison, actual: np.ndarray, expected: np.ndarray, judged: n
     test = bias_test(actual[judged], expected[judged])
     if test is None:
         return cmp
-    if test["statistic"] <= test["critical"] or not cmp.ok:
+    if test["p_value"] >= FALSE_ALARM or not cmp.ok:
         return replace(cmp, test=test)
     return replace(cmp, ok=False, mismatched=test["leaning"], test=test, message=f"{test['leaning']}/{cmp.total} elements "
-                   f"{test['detail']}: a systematic bias, not rounding (statistic {test['statistic']:.4g} > critical "
-                   f"{test['critical']:.4g} at false-alarm {FALSE_ALARM:g}); truncated or directed rounding?")
+                   f"{test['detail']}: a systematic bias, not rounding (p = {test['p_value']:.3g} < false-alarm "
+                   f"{FALSE_ALARM:g}); truncated or directed rounding?")
 
 
 def bias_test(actual: np.ndarray, expected: np.ndarray) -> dict | None:
     """Whether the elements of ``actual`` that differ from ``expected`` lean one way: above vs below
     it, and toward zero vs away from it. A correctly rounding kernel differs from the reference only
     where a near-tie went the other way, equally often each way (each direction Bernoulli(1/2));
-    one that truncates lands below |e| on about half of all elements. Both counts by Chernoff's
-    bound, two tests at once at ``FALSE_ALARM``. None when nothing differs."""
+    one that truncates lands below |e| on about half of all elements. Both counts by the exact
+    binomial test (scipy.stats.binomtest, two-sided), two tests at once (Bonferroni) at
+    ``FALSE_ALARM``. None when nothing differs."""
+    from scipy import stats
+
     a, e = actual.astype(np.float64).reshape(-1), expected.astype(np.float64).reshape(-1)
     differ = a != e
     m = int(differ.sum())
@@ -461,14 +464,14 @@ def bias_test(actual: np.ndarray, expected: np.ndarray) -> dict | None:
         return None
     a, e = a[differ], e[differ]
     counts = {"above": int((a > e).sum()), "toward zero": int((np.abs(a) < np.abs(e)).sum())}
-    statistics = {k: float(m * _kl(c / m, 0.5)) for k, c in counts.items()}
-    kind = max(statistics, key=statistics.__getitem__)
+    p_values = {k: float(stats.binomtest(c, m, 0.5).pvalue) for k, c in counts.items()}
+    kind = min(p_values, key=p_values.__getitem__)
     leaning = counts[kind] if 2 * counts[kind] >= m else m - counts[kind]
     where = {"above": ("above the expected value", "below the expected value"),
              "toward zero": ("nearer zero than the expected value", "farther from zero than the expected value")}[kind]
     detail = where[0] if 2 * counts[kind] >= m else where[1]
-    return {"test": f"sign of the differing elements' errors: {kind} (Chernoff)", "statistic": statistics[kind],
-            "critical": _count_critical(2), "false_alarm": FALSE_ALARM, "n": m, "leaning": leaning,
+    return {"test": f"sign of the differing elements' errors: {kind} (exact binomial, two tests)", "statistic": counts[kind],
+            "p_value": min(1.0, 2 * p_values[kind]), "false_alarm": FALSE_ALARM, "n": m, "leaning": leaning,
             "detail": f"of {m} that differ are {detail}"}  # fmt: skip
 
 
@@ -608,10 +611,10 @@ FALSE_ALARM = 1e-8
 """The false-alarm rate of every statistical test of a law: the probability that a correct sample
 fails it. A NUM check of a random op runs a few dozen (one per case for each of eager, the reference
 and the backend), so a check false-alarms with probability below 1e-6, and a full certification,
-with about twenty random op x dtype checks, below 1e-5. The bounds hold at every sample size (no
-asymptotics, no tables): Dvoretzky-Kiefer-Wolfowitz with Massart's constant for Kolmogorov-Smirnov,
-and Chernoff's bound (Hoeffding's for sampling without replacement) for binomial and hypergeometric
-counts, whose critical values come within 1% of the exact ones at these rates."""
+with about twenty random op x dtype checks, below 1e-5. Every test is exact at every sample size,
+from scipy.stats: Kolmogorov-Smirnov by the exact distribution of its statistic (kstwo), binomial
+and hypergeometric counts by their exact tails (binomtest, hypergeom), several tests at once by
+Bonferroni's correction."""
 
 
 def compare_outputs(spec: OpSpec | None, call, actual, expected, tolerances, bounds=None, alternatives=None) -> list[Comparison]:
@@ -728,26 +731,21 @@ def _resolution(dtype: np.dtype) -> float:
     return float(ml_dtypes.finfo(dtype).eps) / 2
 
 
-def _ks_critical(n: int) -> float:
-    """The Kolmogorov-Smirnov statistic that a sample of ``n`` from the tested distribution exceeds
-    with probability at most FALSE_ALARM: P(sup |F_n - F| > c) <= 2 exp(-2 n c^2), the DKW inequality
-    with Massart's constant (exact to 0.1% of scipy.stats.kstwo at n = 4,096 and 1e-8)."""
-    return math.sqrt(math.log(2 / FALSE_ALARM) / (2 * n))
+def _ks(x: np.ndarray, cdf, resolution: float) -> tuple[float, float]:
+    """The Kolmogorov-Smirnov statistic sup |F_n - F| of sample ``x`` against the continuous CDF
+    ``cdf`` (scipy.stats.kstest), and its p-value with ``resolution`` of it set aside for the dtype's
+    rounding (scipy.stats.kstwo, the exact distribution of the two-sided statistic)."""
+    from scipy import stats
 
-
-def _ks_statistic(x: np.ndarray, cdf) -> float:
-    """sup |F_n - F| of sample ``x`` (float64; ties counted right) against the continuous CDF ``cdf``."""
-    x = np.sort(x.reshape(-1))
-    n = x.size
-    f = cdf(x)
-    return float(max(np.max(np.arange(1, n + 1) / n - f), np.max(f - np.arange(n) / n)))
-
-
-_ERFC = np.frompyfunc(math.erfc, 1, 1)
+    x = x.reshape(-1)
+    statistic = float(stats.kstest(x, cdf).statistic)
+    return statistic, float(stats.kstwo.sf(max(0.0, statistic - resolution), x.size))
 
 
 def _normal_cdf(x: np.ndarray) -> np.ndarray:
-    return 0.5 * _ERFC(-x / math.sqrt(2)).astype(np.float64)
+    from scipy import stats
+
+    return stats.norm.cdf(np.asarray(x, np.float64))
 
 
 def _sample_law(name: str, admits, admitted: str, cdf):
@@ -771,41 +769,27 @@ def _sample_law(name: str, admits, admitted: str, cdf):
                 f"{[int(i) for i in worst]}: got {_show(a[worst])}", total=n, mismatched=int(outside.sum()),
                 worst_index=tuple(int(i) for i in worst), actual_at_worst=a[worst], **base,
             )]  # fmt: skip
-        statistic, resolution = _ks_statistic(x, cdf), _resolution(e.dtype)
-        critical = _ks_critical(n) + resolution
-        test = {"test": f"Kolmogorov-Smirnov against {name}", "statistic": statistic, "critical": critical,
+        resolution = _resolution(e.dtype)
+        statistic, p_value = _ks(x, cdf, resolution)
+        test = {"test": f"Kolmogorov-Smirnov against {name}", "statistic": statistic, "p_value": p_value,
                 "false_alarm": FALSE_ALARM, "n": n}  # fmt: skip
-        detail = f"at false-alarm {FALSE_ALARM:g} (n = {n}; {resolution:.2g} of it for {base['dtype']}'s resolution)"
-        if statistic > critical:
-            return [Comparison(False, f"KS statistic {statistic:.4g} > critical {critical:.4g} {detail}: not {name}",
-                               total=n, mismatched=n, test=test, **base)]
-        return [Comparison(True, f"{name} by KS: statistic {statistic:.4g} <= critical {critical:.4g} {detail}",
-                           total=n, test=test, **base)]
+        detail = f"(n = {n}; {resolution:.2g} of the statistic set aside for {base['dtype']}'s resolution)"
+        if p_value < FALSE_ALARM:
+            return [Comparison(False, f"KS statistic {statistic:.4g}: p = {p_value:.3g} < false-alarm {FALSE_ALARM:g} {detail}: "
+                               f"not {name}", total=n, mismatched=n, test=test, **base)]
+        return [Comparison(True, f"{name} by KS: statistic {statistic:.4g}, p = {p_value:.3g} {detail}", total=n, test=test, **base)]
 
     return check
-
-
-def _kl(q, p):
-    """The Kullback-Leibler divergence of Bernoulli(q) from Bernoulli(p) (inf where q is impossible under p)."""
-    q, p = np.asarray(q, np.float64), np.asarray(p, np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a = np.where(q > 0, q * np.log(q / p), 0.0)
-        b = np.where(q < 1, (1 - q) * np.log((1 - q) / (1 - p)), 0.0)
-    return np.where(((q > 0) & (p == 0)) | ((q < 1) & (p == 1)), np.inf, a + b)
-
-
-def _count_critical(cells: int = 1) -> float:
-    """Chernoff's bound: a count of ``m`` Bernoulli(p) draws (or a hypergeometric one: Hoeffding 1963,
-    section 6) has m KL(count/m || p) > c with probability at most 2 exp(-c); with ``cells`` such counts
-    tested at once, ``c`` is chosen so that any exceeds it with probability at most FALSE_ALARM."""
-    return math.log(2 * cells / FALSE_ALARM)
 
 
 def _permutation(actual, expected, tolerances, call) -> list[Comparison]:
     """randperm(n): the values are 0..n-1, each once; and, for n >= 64, the position of a value is
     independent of the value: positions and values cut into k blocks (k = 2..16, at least 64
     elements a block), every block of positions holds each block of values as often as a uniform
-    permutation does (its count is hypergeometric), tested on all k * k counts at once."""
+    permutation does (its count is hypergeometric: scipy.stats.hypergeom, two-sided), tested on all
+    k * k counts at once (Bonferroni)."""
+    from scipy import stats
+
     a, e, t = actual[0], expected[0], tolerances[0]
     base = _base(e, t)
     differs = _layout_differs(a, e, t)
@@ -833,19 +817,19 @@ def _permutation(actual, expected, tolerances, call) -> list[Comparison]:
     block = np.arange(n) * k // n
     table = np.bincount(block * k + w.astype(np.int64) * k // n, minlength=k * k).reshape(k, k)
     sizes = np.bincount(block, minlength=k)
-    draws, share = sizes[:, None], sizes[None, :] / n
-    statistic = draws * _kl(table / draws, share)
-    i, j = np.unravel_index(int(np.argmax(statistic)), statistic.shape)
-    critical = _count_critical(k * k)
-    worst = float(statistic[i, j])
-    test = {"test": f"uniform permutation: {k} x {k} block counts (Chernoff)", "statistic": worst, "critical": critical,
-            "false_alarm": FALSE_ALARM, "n": n}  # fmt: skip
+    draws, share = sizes[:, None], sizes[None, :]
+    law = stats.hypergeom(n, share, draws)  # cell (i, j): draws[i] positions taking from sizes[j] values of n
+    p_cells = np.minimum(1.0, 2 * np.minimum(law.cdf(table), law.sf(table - 1)))
+    i, j = np.unravel_index(int(np.argmin(p_cells)), p_cells.shape)
+    p_value = min(1.0, float(p_cells[i, j]) * k * k)
+    test = {"test": f"uniform permutation: {k} x {k} block counts (hypergeometric, Bonferroni)",
+            "statistic": int(table[i, j]), "p_value": p_value, "false_alarm": FALSE_ALARM, "n": n}  # fmt: skip
     cell = (f"positions block {i} of {k} holds {int(table[i, j])} values of values block {j} "
-            f"(a uniform permutation: {float(draws[i, 0] * share[0, j]):.1f} on average)")  # fmt: skip
-    if worst > critical:
-        return [Comparison(False, f"a permutation, but not a uniform one: {cell}; statistic {worst:.4g} > critical "
-                           f"{critical:.4g} at false-alarm {FALSE_ALARM:g}", total=n, mismatched=n, test=test, **base)]
-    return [Comparison(True, f"a uniform permutation: largest block statistic {worst:.4g} <= {critical:.4g}", total=n, test=test, **base)]
+            f"(a uniform permutation: {float(draws[i, 0] * share[0, j] / n):.1f} on average)")  # fmt: skip
+    if p_value < FALSE_ALARM:
+        return [Comparison(False, f"a permutation, but not a uniform one: {cell}; p = {p_value:.3g} < false-alarm "
+                           f"{FALSE_ALARM:g}", total=n, mismatched=n, test=test, **base)]
+    return [Comparison(True, f"a uniform permutation: least likely block count p = {p_value:.3g}", total=n, test=test, **base)]
 
 
 def dropout_output(input: np.ndarray, mask: np.ndarray, p: float) -> np.ndarray:  # noqa: A002 - ATen's name
@@ -864,7 +848,9 @@ def _dropout(actual, expected, tolerances, call) -> list[Comparison]:
     """native_dropout(input, p, train) -> (output, mask). Without training (train False) output is
     input and mask all true; with it (train True or None), output is ``dropout_output`` of the mask
     returned, and the mask drops each element with probability p: all kept for p = 0, none for
-    p = 1, else its dropped count binomial(n, p), by Chernoff's bound."""
+    p = 1, else its dropped count binomial(n, p), by the exact binomial test (scipy.stats.binomtest)."""
+    from scipy import stats
+
     given = arguments(call)
     x, p, train = given["input"], float(given["p"]), given.get("train")
     (out, mask), (e_out, e_mask), (t_out, t_mask) = actual, expected, tolerances
@@ -884,15 +870,15 @@ def _dropout(actual, expected, tolerances, call) -> list[Comparison]:
     rate = p if training else 0.0
     if n == 0:
         return [*results, Comparison(True, "empty", **base)]
-    statistic, critical = float(n * _kl(dropped / n, rate)), _count_critical()
-    test = {"test": f"binomial: dropped count of {n} at p = {rate:g} (Chernoff)", "statistic": statistic,
-            "critical": critical, "false_alarm": FALSE_ALARM, "n": n}  # fmt: skip
+    p_value = float(stats.binomtest(dropped, n, rate).pvalue)
+    test = {"test": f"binomial: dropped count of {n} at p = {rate:g} (exact, two-sided)", "statistic": dropped,
+            "p_value": p_value, "false_alarm": FALSE_ALARM, "n": n}  # fmt: skip
     what = f"{dropped} of {n} elements dropped ({dropped / n:.4g}) where p = {rate:g}{'' if training else ' (train=False)'}"
-    if statistic > critical:
-        results.append(Comparison(False, f"{what}: statistic n KL = {statistic:.4g} > critical {critical:.4g} at false-alarm "
-                                  f"{FALSE_ALARM:g}", total=n, mismatched=abs(dropped - round(n * rate)), test=test, **base))
+    if p_value < FALSE_ALARM:
+        results.append(Comparison(False, f"{what}: p = {p_value:.3g} < false-alarm {FALSE_ALARM:g}", total=n,
+                                  mismatched=abs(dropped - round(n * rate)), test=test, **base))
     else:
-        results.append(Comparison(True, f"{what}: statistic {statistic:.4g} <= critical {critical:.4g}", total=n, test=test, **base))
+        results.append(Comparison(True, f"{what}: p = {p_value:.3g}", total=n, test=test, **base))
     return results
 
 
