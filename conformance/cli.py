@@ -7,14 +7,18 @@ unreliable), then merges both results documents into the report.
 
 Exit codes (every command):
 
-    0  certified; verify: the report is valid and current; diff: no regression
-    1  not certified; diff: a regression (a new failure, a missing result, a slowdown)
+    0  certified (with --baseline: and no regression); verify: the report is valid and current;
+       diff: no regression
+    1  not certified (with --baseline: and no regression; the verdict is printed either way)
     2  usage error: bad arguments, an unknown backend, an unreadable file
     3  invalid report: schema, integrity hash, signature, or a verdict/summary the results do not give
     4  cannot compare: the report's spec digest or harness version is not this harness's
        (verify --allow-stale accepts it; diff of reports under different specs)
     5  verify: the report is valid but unsigned, or signed and no --public-key was given to
        check it: nothing shows who wrote it (with --public-key, an unsigned report is 3)
+    6  certify --baseline, diff: a regression against the baseline (a result that no longer
+       passes, a new failure, a result or mandatory check missing, a claim dropped, a slowdown
+       or lost timings; conformance.report.diff), whatever the verdict
   130  certify was interrupted (Ctrl-C, SIGTERM): the report written is partial, not certified
 """
 
@@ -38,6 +42,8 @@ from conformance.transport import clean_text
 EXIT_OK, EXIT_NOT_CERTIFIED, EXIT_USAGE, EXIT_INVALID, EXIT_STALE = 0, 1, 2, 3, 4
 EXIT_UNSIGNED = 5
 """verify: valid, but no signature was checked (unsigned, or no --public-key given)."""
+EXIT_REGRESSED = 6
+"""certify --baseline, diff: the new report regressed against the baseline (conformance.report.diff)."""
 EXIT_INTERRUPTED = 130
 """certify stopped by Ctrl-C or SIGTERM: a partial report (not certified) was written."""
 DEFAULT_TIMEOUT = 120
@@ -147,9 +153,11 @@ def _check_inputs(ns: argparse.Namespace, backend, specs) -> None:
             load_waivers(ns.waivers)
         except (WaiverError, OSError) as exc:
             raise UsageError(f"--waivers: {exc}") from None
+    from conformance.strategies import known_signatures
+
     try:
         spec_module.check_claims(specs, backend.manifest.ops, f"the manifest of {backend.name!r}")
-        spec_module.check_signatures(specs)
+        spec_module.check_signatures(specs, known_signatures())
     except spec_module.SpecError as exc:
         raise UsageError(str(exc)) from None
 
@@ -161,6 +169,19 @@ def _load_specs():
         return spec_module.load()
     except spec_module.SpecError as exc:
         raise UsageError(f"the spec cannot be read: {exc}") from None
+
+
+def _require_quantizer(profile) -> None:
+    """A profile with quantized programs needs ExecuTorch's quantizer: without it every QNT check
+    would end HARNESS_ERROR after the whole run, so its absence is a usage error before the run."""
+    if not profile.quantized:
+        return
+    from conformance.quantize import QuantizerMissing, require_quantizer
+
+    try:
+        require_quantizer()
+    except QuantizerMissing as exc:
+        raise UsageError(f"--profile {profile.name} holds {len(profile.quantized)} quantized program(s): {exc}") from None
 
 
 def certify(ns: argparse.Namespace, extra: list[str]) -> int:
@@ -177,6 +198,7 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
     for backend in backends:
         _check_inputs(ns, backend, specs)
     profile = resolve_profile(ns, backends[0], specs)  # every backend of a run is certified for the same profile
+    _require_quantizer(profile)
     _private_key(ns.sign)  # a key that cannot sign is a usage error now, not after the run
     out = Path(ns.output)
     shard = _shard_tag(ns.shard)
@@ -249,10 +271,16 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
             status = max(status, EXIT_NOT_CERTIFIED)
             continue
         _print_summary(report, report_dir, time.perf_counter() - started, brief=len(names) > 1)
-        if baseline is not None:
-            status = max(status, _gate(baseline, report, ns))
-        elif not report["verdict"]["certified"]:
+        if not report["verdict"]["certified"]:
             status = max(status, EXIT_NOT_CERTIFIED)
+        if baseline is not None:
+            print(f"against the baseline {ns.baseline}:")
+            gate = _gate(baseline, report, ns)
+            status = max(status, gate)  # 6 regressed over 4 stale, 3 invalid, 1 not certified
+            # The gate's outcome stands beside the verdict, never in its place.
+            said = {EXIT_OK: "no regression", EXIT_REGRESSED: f"REGRESSED (exit {EXIT_REGRESSED})"}.get(gate, f"not compared (exit {gate})")
+            certified = "CERTIFIED" if report["verdict"]["certified"] else "NOT CERTIFIED"
+            print(f"{certified}: {report['backend']['name']}: {report['verdict']['text']}; against the baseline: {said}")
     return EXIT_INTERRUPTED if supervisor.interrupted else status
 
 
@@ -348,7 +376,7 @@ def _load_json(path: str, what: str) -> dict:
 
 
 def _gate(baseline: dict, report: dict, ns, paths: tuple[str | None, str | None] = (None, None)) -> int:
-    """Verify both reports (3 invalid, 4 stale), refuse other specs or profiles (4), then diff (1 regressed)."""
+    """Verify both reports (3 invalid, 4 stale), refuse other specs or profiles (4), then diff (6 regressed)."""
     from conformance.report import verify as verifying
     from conformance.report.diff import DiffError, WaiverError, diff, load_waivers, render
 
@@ -375,7 +403,7 @@ def _gate(baseline: dict, report: dict, ns, paths: tuple[str | None, str | None]
         print(f"INVALID: {exc}")
         return EXIT_INVALID
     print(render(result, ns.threshold))
-    return EXIT_NOT_CERTIFIED if result.failed else EXIT_OK
+    return EXIT_REGRESSED if result.failed else EXIT_OK
 
 
 def _private_key(path: str | None):
@@ -636,7 +664,8 @@ def parser() -> argparse.ArgumentParser:
                    "(default: $XDG_CACHE_HOME/torch-backend-conformance)")
     c.add_argument("--budget", type=float, default=DEFAULT_BUDGET, help=f"seconds the whole run may take; checks left then are recorded not run (default {DEFAULT_BUDGET})")
     c.add_argument("--shard", default=None, metavar="I/N", help="run shard I of N; merge shards with `merge`")
-    c.add_argument("--baseline", default=None, help="report.json of a previous run: exit non-zero only on new failures or regressions")
+    c.add_argument("--baseline", default=None, help="report.json of a previous run: also compare every check's category and timing with it; "
+                   "exit 6 on a regression (the verdict is printed and gives 1 when not certified)")
     c.add_argument("--sign", default=None, metavar="KEY.pem", help="sign report.json with this Ed25519 private key (PEM; make a pair: "
                    "openssl genpkey -algorithm ed25519 -out KEY.pem && openssl pkey -in KEY.pem -pubout -out KEY.pub.pem)")
     _gate_options(c)
@@ -646,7 +675,7 @@ def parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("replay", help="re-run a saved failing example")
     rp.add_argument("directory")
     rp.add_argument("--backend", default=None, help="backend to run it on (default: the one that failed)")
-    d = sub.add_parser("diff", help="compare two reports; exit 1 on new failures or performance regressions")
+    d = sub.add_parser("diff", help="compare two reports; exit 6 on a regression (a result no longer passing, missing or failing, a dropped claim, a slowdown)")
     d.add_argument("old")
     d.add_argument("new")
     _gate_options(d)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -279,8 +279,6 @@ class ModelSpec:
 
     def tolerance(self, depth: int):
         """The tolerance of an output (or an intermediate value) at ``depth``."""
-        from conformance.oracle import Tolerance
-
         d = max(int(depth), 1)
         return Tolerance(atol=self.per_op_atol * d, rtol=self.per_op_rtol * d, reason=self.reason, source="model spec", relative_floor=True)
 
@@ -305,8 +303,6 @@ class QuantizedSpec:
         """The tolerance of an output whose dequantize has ``scale``: ``lsb`` steps of it, plus
         ``STEP_SLACK`` of a step for the float32 rounding of the dequantized values. Purely absolute:
         one step off a value one step from zero is 100% off, and still one step."""
-        from conformance.oracle import Tolerance
-
         return Tolerance(atol=(self.lsb + STEP_SLACK) * scale, rtol=0.0, relative_floor=False,
                          reason=f"{self.lsb:g} quantization step(s) of {scale:.4g}: {self.reason}", source="quantized spec")
 
@@ -1095,12 +1091,10 @@ def narrowed(profile: Profile, specs: Specs, ops: Sequence[str] | None, dtypes: 
     )
 
 
-def check_signatures(specs: Specs) -> None:
-    """Every op spec names a signature the strategies define (SpecError naming the file otherwise):
-    checked before a run, not found half-way as a HARNESS_ERROR."""
-    from conformance.strategies import known_signatures
-
-    known = known_signatures()
+def check_signatures(specs: Specs, known: Collection[str]) -> None:
+    """Every op spec names a signature in ``known``, those the strategies define
+    (``conformance.strategies.known_signatures``; SpecError naming the file otherwise): checked
+    before a run, not found half-way as a HARNESS_ERROR."""
     bad = [spec for spec in specs.ops.values() if spec.signature not in known]
     if bad:
         first = bad[0]
