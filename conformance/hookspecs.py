@@ -2,7 +2,11 @@
 names (``pytest_plugins``): certify loads that module into its otherwise closed run, and the
 report lists it under ``run.plugins``. pytest-benchmark's ``pytest_benchmark_*`` hooks are the model.
 
-Nothing here can change an outcome: the hooks add facts to the report and prepare the backend.
+The hooks here add facts to the report and prepare the backend. Such a module is a pytest plugin
+and may implement any pytest hook, but it cannot change an outcome through the report: each
+check's record is sealed in the process that ran it before any other plugin's report hook sees it,
+and the results are built from the seals (``conformance.seal``). The report lists every such module
+with the hooks it implements (``run.backend_plugins``), and the verdict names them.
 """
 
 from __future__ import annotations

@@ -8,9 +8,11 @@ Options (group "conformance", all prefixed): ``--conformance-backend NAME`` (rep
 What it does:
 - makes ``backend`` a fixture parametrized over the named backends (id = the
   name, marker ``backend_<name>``), and deselects checks outside the profile;
-- gives every check a ``result`` recorder; each report carries its result record
-  in ``user_properties``, so pytest-xdist moves them with no extra plumbing. A record
-  travels as one JSON string (``conformance.transport``): execnet refuses integers
+- gives every check a ``result`` recorder; the record it makes is sealed in the process that
+  ran the check before any other plugin's report hook sees it (``conformance.seal``), and
+  the controller builds the results from the seals. Each report also carries its record
+  in ``user_properties``, for display. A record travels as one JSON string
+  (``conformance.transport``): execnet refuses integers
   below -2**31 and strings with lone surrogates, and a report it refuses kills the
   worker and every check queued on it. The failure text pytest sends along is
   cleaned the same way, so no value a backend produces can end the session;
@@ -39,7 +41,7 @@ from typing import Any
 
 import pytest
 
-from conformance import supervision, transport
+from conformance import seal, supervision, transport
 from conformance.report.model import result_id
 from conformance.results import CHECK_PARAMETERS, CLAUSE_FAMILIES, CaseResult, Category, CheckFailure
 
@@ -135,6 +137,9 @@ class _State:
         self.rescheduled: dict[str, int] = {}  # nodeid -> times put back after a worker died before it
         self.ignore_crash: set[str] = set()  # crash reports xdist will send for checks that never started
         self.recycle: str | None = None  # why this worker should be replaced before its next check
+        self.sealer: seal.Sealer | None = None  # where this process seals the records it makes
+        self.seals: seal.Seals | None = None  # the controller's reader of every process's seals
+        self.altered: list[str] = []  # records a report brought changed from their seal
         self.started = time.time()
 
     def backend(self, name: str):
@@ -186,6 +191,7 @@ def pytest_configure(config):
     if _is_worker(config):
         given = config.workerinput.get(WORKER_RUN_DIR)
         st.run_dir = Path(given) if given else None
+        st.sealer = seal.Sealer(st.run_dir) if st.run_dir is not None else None
         supervision.die_with_parent()  # a lost controller must not leave the backend running
         share_cores(int(config.workerinput.get("workercount", 1)))
         return
@@ -195,6 +201,8 @@ def pytest_configure(config):
     given = config.getoption("conformance_run_dir")
     st.owns_run_dir = not given
     st.run_dir = Path(given) if given else Path(tempfile.mkdtemp(prefix="conformance-run-"))
+    st.sealer = seal.Sealer(st.run_dir)  # without workers this process runs the checks
+    st.seals = seal.Seals(st.run_dir)
 
 
 WORKER_RUN_DIR = "conformance_run_dir"
@@ -544,11 +552,19 @@ def pytest_runtest_makereport(item, call):
         if exc.stage:
             record.failed_stage = exc.stage  # not "stage": that one is a parameter, part of the id
     record.phase = report.when
-    if category in (Category.TIMEOUT, Category.HARNESS_ERROR) and not item.config.stash[STASH_STATE].recycle:
+    record.nodeid = item.nodeid
+    record.duration_s = round(report.duration, 6)
+    st = item.config.stash[STASH_STATE]
+    if category in (Category.TIMEOUT, Category.HARNESS_ERROR) and not st.recycle:
         # An interrupted import or a half-built fixture can poison every later check in this
         # process: the worker is replaced before its next check.
-        item.config.stash[STASH_STATE].recycle = f"{category.value} in {item.nodeid}"
-    report.user_properties.append((RESULT_KEY, transport.encode(record.to_json(transport=True))))
+        st.recycle = f"{category.value} in {item.nodeid}"
+    text = transport.encode(record.to_json(transport=True))
+    if st.sealer is not None:
+        # Before this hook returns the report: a plugin's pytest_runtest_logreport (tryfirst or
+        # not) and every later hook see it only after the record is sealed (conformance.seal).
+        st.sealer.seal(item.nodeid, report.when, text)
+    report.user_properties.append((RESULT_KEY, text))
     _clean_report(report)
 
 
@@ -651,10 +667,12 @@ class _Collector:
         props = dict(report.user_properties)
         if META_KEY in props:
             st.meta[report.nodeid] = _decoded_meta(props[META_KEY], report.nodeid)
-        if RESULT_KEY in props:
-            record = _decoded(props[RESULT_KEY], report.nodeid, st.meta.get(report.nodeid, {}))
-            record.nodeid = report.nodeid
-            record.duration_s = round(report.duration, 6)
+        # Only a report that is not a passing setup or teardown can have a seal (see makereport);
+        # one a plugin turned into such a report is taken from its seal when the session ends.
+        may_be_sealed = report.when == "call" or not report.passed or RESULT_KEY in props
+        sealed = st.seals.get(report.nodeid, report.when) if st.seals is not None and may_be_sealed else None
+        if sealed is not None or RESULT_KEY in props:
+            record = _sealed_record(st, report, props.get(RESULT_KEY), sealed)
             previous = st.records.get(report.nodeid)
             # A teardown error must not hide a call failure; otherwise the latest phase wins.
             if previous is None or not previous.category.is_failure:
@@ -671,11 +689,11 @@ class _Collector:
         of the harness. A plain pytest run keeps pytest's outcomes and failure sections."""
         if not config.getoption("conformance_categories"):
             return None
-        props = dict(report.user_properties)
-        if RESULT_KEY not in props:
+        sealed = self.st.seals.get(report.nodeid, report.when) if self.st.seals is not None else None
+        if sealed is None:
             return None
         try:
-            category = CaseResult.from_json(transport.decode(props[RESULT_KEY])).category
+            category = CaseResult.from_json(transport.decode(sealed[0])).category
         except (ValueError, TypeError):
             return None
         letter = {Category.PASS: ".", Category.NOT_SUPPORTED: "n", Category.NOT_APPLICABLE: "a", Category.SKIP: "s"}.get(
@@ -710,6 +728,7 @@ class _Collector:
         if _is_worker(config):
             return
         st = self.st
+        _keep_unreported(st)
         out = config.getoption("conformance_out")
         if out:
             from conformance.report import results_document
@@ -755,6 +774,58 @@ def _keep(st: _State, record: CaseResult) -> None:
     if journal is not None:
         with open(journal, "a", encoding="utf-8") as f:
             f.write(transport.dumps_document(record.to_json(transport=True), indent=None) + "\n")
+
+
+def _sealed_record(st: _State, report, carried: Any, sealed: tuple[str, str] | None) -> CaseResult:
+    """The record of ``report``'s check as its process sealed it (``conformance.seal``); what the
+    report carried (``carried``) is only compared with it. A record without a seal is not believed."""
+    meta = st.meta.get(report.nodeid, {})
+    if sealed is None:
+        record = CaseResult(
+            category=Category.HARNESS_ERROR,
+            **{"clause": _clause_from_nodeid(report.nodeid), **meta},
+            message="the result record of this check arrived without its seal: it was not made by the process that "
+            "ran the check (a plugin's hook added or rewrote it), and is not believed",
+        )
+        st.altered.append(transport.clean_text(f"{report.nodeid} ({report.when}): a record without a seal"))
+    else:
+        text, sha = sealed
+        st.seals.taken.add((report.nodeid, report.when))
+        record = _decoded(text, report.nodeid, meta)
+        if not isinstance(carried, str) or seal.digest(carried) != sha:
+            st.altered.append(transport.clean_text(
+                f"{report.nodeid} ({report.when}): the report brought {_category_of(carried)}; "
+                f"the sealed record, {record.category.value}, stands"
+            ))
+    record.nodeid = report.nodeid
+    return record
+
+
+def _category_of(carried: Any) -> str:
+    """What a report's record (as carried, possibly rewritten) says the category is, in words."""
+    if carried is None:
+        return "no record"
+    try:
+        return str(transport.decode(carried)["category"])[:40]
+    except Exception:
+        return "an unreadable record"
+
+
+def _keep_unreported(st: _State) -> None:
+    """Sealed records whose reports never reached the collector as such (a plugin's hook raised on
+    the way, or made a failing phase look like a passing one): the check ran, its record stands,
+    by the collector's rule (a failure is not replaced)."""
+    if st.seals is None:
+        return
+    for nodeid, phase, text in st.seals.all():
+        if (nodeid, phase) in st.seals.taken:
+            continue
+        record = _decoded(text, nodeid, st.meta.get(nodeid, {}))
+        record.nodeid = nodeid
+        st.altered.append(transport.clean_text(f"{nodeid} ({phase}): its report did not reach the harness as made; the sealed record, {record.category.value}, stands"))
+        previous = st.records.get(nodeid)
+        if previous is None or not previous.category.is_failure:
+            _keep(st, record)
 
 
 def _decoded_meta(value: Any, nodeid: str) -> dict:

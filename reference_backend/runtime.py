@@ -37,6 +37,7 @@ from conformance.api import (
 from . import blob
 from .blob import NO_VALUE, DimKind, Dtype, Ref, ValueKind
 from .kernels import GRAPH_OPS, KERNELS
+from .meta import Shapes
 from .preprocess import check_compile_specs
 
 CONSTANT_ALIGNMENT = 64
@@ -65,6 +66,7 @@ class _Plan:
         self.dtypes = {
             i: numpy_dtype(int(v.dtype)) for i, v in enumerate(program.values) if v.kind is ValueKind.TENSOR
         }
+        self.shapes = Shapes()
 
 
 def _lookup(op: str, kernels: Mapping[str, Callable]) -> Callable[..., Any]:
@@ -262,11 +264,10 @@ class ReferenceRuntime(BackendInterface):
         tracer = getattr(context, "event_tracer", None)
         temp: MemoryAllocator | None = getattr(context, "temp_allocator", None)
         symbols = self._symbols(plan, slots)
-        for step in plan.steps:
-            self._bound(plan, step, symbols, temp)
+        for index, step in enumerate(plan.steps):
             args = [_resolve(a, slots) for a in step.args]
             kwargs = {k: _resolve(v, slots) for k, v in step.kwargs}
-            _bound_attributes(step, args, kwargs, temp)
+            self._bound(plan, index, step, args, kwargs, symbols, temp)
             start = time.perf_counter_ns()
             try:
                 result = step.kernel(*args, **kwargs)
@@ -309,36 +310,49 @@ class ReferenceRuntime(BackendInterface):
                     out[dim.value] = int(size)
         return out
 
-    def _bound(self, plan: _Plan, step: _Step, symbols: dict[int, int], temp: MemoryAllocator | None) -> None:
-        """Refuse a step whose declared results cannot fit, before its kernel allocates anything.
+    def _bound(
+        self, plan: _Plan, index: int, step: _Step, args: list, kwargs: dict, symbols: dict[int, int], temp: MemoryAllocator | None
+    ) -> None:
+        """Refuse a step whose results cannot fit before its kernel allocates anything.
 
-        A blob declares every value's dims; a kernel needs its result plus transients of up to
-        KERNEL_HEADROOM times that. Checking after the kernel (as _place does) is too late for a
-        973-byte blob that asks arange for 2**27 elements: the process would allocate gigabytes first.
+        Each result's size is the larger of what the blob declares and what the step's arguments
+        make ATen's shape rules compute (meta.Shapes: repeat's counts, randperm's n, upsample's
+        scales, arange's range all decide it), so a blob that declares 5 elements and asks for 2**27
+        is measured by the 2**27. A kernel needs its results plus transients of up to KERNEL_HEADROOM
+        times that. Checking after the kernel (as _place does) is too late: a 300-byte blob asking
+        repeat for 2**28 elements would have the process allocate gigabytes first.
+
+        A computed shape that differs from the declared one is not refused here: ATen's meta
+        functions size some auxiliary results otherwise than its CPU kernels, which export follows
+        (_embedding_bag's offset2bag and bag_size, the saved statistics of batch norm without
+        training), so legitimate programs disagree. _place checks each result after its kernel.
         """
         available = temp.available if temp is not None else UNBOUNDED_TEMP_BYTES
-        for value_id in step.outputs:
+        computed = plan.shapes.of(index, step.op, args, kwargs) if step.op not in GRAPH_OPS else None
+        if computed is not None and len(computed) != len(step.outputs):
+            computed = None
+        total = _working_elements(step.op, args) * 8
+        for position, value_id in enumerate(step.outputs):
             if value_id == NO_VALUE or plan.program.values[value_id].kind is not ValueKind.TENSOR:
                 continue
-            elements = 1
+            shape, itemsize = computed[position] if computed is not None and computed[position] is not None else ((), 0)
+            declared = 1
             for dim in plan.program.values[value_id].dims:
                 if dim.kind is DimKind.STATIC:
-                    elements *= dim.value
+                    declared *= dim.value
                 elif dim.kind is DimKind.SYMBOL and dim.value in symbols:
-                    elements *= symbols[dim.value]
+                    declared *= symbols[dim.value]
                 else:
-                    elements = None  # data-dependent: the kernel's result is checked by _place
+                    declared = 0  # data-dependent: the kernel's result is checked by _place
                     break
-            if elements is None:
-                continue
-            nbytes = elements * plan.dtypes[value_id].itemsize
-            if nbytes * KERNEL_HEADROOM > available:
-                raise BackendError(
-                    Error.MemoryAllocationFailed,
-                    f"{step.op} declares a {nbytes}-byte result; with its working memory that exceeds the "
-                    f"{available} bytes the temp allocator has left, so it was refused before running",
-                    debug_handle=step.debug_id,
-                )
+            total += max(declared, _product(shape) if itemsize else 0) * max(itemsize, plan.dtypes[value_id].itemsize)
+        if total * KERNEL_HEADROOM > available:
+            raise BackendError(
+                Error.MemoryAllocationFailed,
+                f"{step.op} needs {total} bytes for its results and working memory; with its transients that exceeds "
+                f"the {available} bytes the temp allocator has left, so it was refused before running",
+                debug_handle=step.debug_id,
+            )
 
     def _place(self, plan: _Plan, step: _Step, value_id: int, value: Any, temp: MemoryAllocator | None) -> Any:
         info = plan.program.values[value_id]
@@ -402,46 +416,24 @@ class ReferenceRuntime(BackendInterface):
         handle.plan = None
 
 
-def _bound_attributes(step: _Step, args: list, kwargs: dict, temp: MemoryAllocator | None) -> None:
-    """Refuse a step whose attributes ask its kernel for more memory than the temp allocator has,
-    whatever the blob declares its result to be: a blob that declares a 5-element arange from 0 to
-    2**27, a full of 3 x 2**28, or a convolution padded by millions would otherwise allocate it all
-    before the declared shape is compared."""
-    available = temp.available if temp is not None else UNBOUNDED_TEMP_BYTES
-    elements = _attribute_elements(step.op, args, kwargs)
-    if elements is not None and elements * 8 * KERNEL_HEADROOM > available:
-        raise BackendError(
-            Error.MemoryAllocationFailed,
-            f"{step.op}'s arguments ask for {elements} elements of working memory, more than the {available} bytes "
-            "the temp allocator has left; refused before running",
-            debug_handle=step.debug_id,
-        )
+def _product(shape: tuple[int, ...]) -> int:
+    out = 1
+    for n in shape:
+        out *= max(n, 0)
+    return out
 
 
-def _attribute_elements(op: str, args: list, kwargs: dict) -> int | None:
-    """Elements a kernel will allocate because of its attributes (not its inputs), where they decide it."""
+def _working_elements(op: str, args: list) -> int:
+    """Elements a kernel allocates beyond its results because of its attributes: the padded input
+    of a convolution (padding is unbounded in ATen; a stride as large can keep the result small)."""
+    if not op.startswith("aten.convolution."):
+        return 0
     try:
-        if op.startswith("aten.arange."):
-            numbers = [a for a in args if isinstance(a, (int, float, np.number))]
-            start, end, step = (0, numbers[0], 1) if len(numbers) == 1 else (numbers + [1])[:3]
-            return max(0, int(np.ceil((float(end) - float(start)) / float(step)))) if step else None
-        name = op.split(".")[1]
-        if name in ("full", "zeros", "ones", "empty", "rand", "randn", "new_full", "new_zeros", "new_ones", "new_empty"):
-            size = next((a for a in args if isinstance(a, (list, tuple))), kwargs.get("size"))
-            return int(np.prod([max(int(d), 0) for d in size], dtype=np.float64)) if size is not None else None
-        if name == "constant_pad_nd":
-            x, pad = np.asarray(args[0]), list(args[1])
-            dims = list(x.shape)
-            for i in range(len(pad) // 2):
-                dims[-1 - i] += int(pad[2 * i]) + int(pad[2 * i + 1])
-            return int(np.prod([max(d, 0) for d in dims], dtype=np.float64))
-        if name == "convolution":
-            x, padding = np.asarray(args[0]), [int(p) for p in args[4]]
-            spatial = [n + 2 * p for n, p in zip(x.shape[2:], padding)]
-            return int(np.prod([*x.shape[:2], *spatial], dtype=np.float64))
+        x, padding = np.asarray(args[0]), [int(p) for p in args[4]]
+        spatial = [n + 2 * p for n, p in zip(x.shape[2:], padding)]
+        return _product((*x.shape[:2], *spatial))
     except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    return None
+        return 0
 
 
 KERNEL_HEADROOM = 4

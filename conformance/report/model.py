@@ -140,6 +140,7 @@ def results_document(state, backend_name: str, records: Iterable[CaseResult]) ->
             "hypothesis_profile": hypothesis_profile or "ci",
             "hypothesis_seed": config.getoption("hypothesis_seed", default=None),
             "plugins": loaded_plugins(config),
+            **_foreign(state),
             "started": datetime.fromtimestamp(state.started, UTC).isoformat(timespec="seconds"),
             "finished": datetime.now(UTC).isoformat(timespec="seconds"),
             "command": " ".join(sys.argv),
@@ -229,6 +230,36 @@ def _package_owners() -> Mapping[str, list[str]]:
     return importlib.metadata.packages_distributions()
 
 
+def _foreign(state) -> dict[str, Any]:
+    """The session's foreign plugins with their hooks, and the records a report brought changed
+    from their seals (``conformance.seal``); each key only where there is something to say."""
+    from conformance.seal import foreign_plugins
+
+    out: dict[str, Any] = {}
+    plugins = foreign_plugins(state.config.pluginmanager)
+    if plugins:
+        out["backend_plugins"] = plugins
+    if getattr(state, "altered", None):
+        out["altered"] = list(state.altered)
+    return out
+
+
+def _merged_foreign(documents: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """``_foreign`` of several results documents, merged."""
+    plugins: dict[str, set[str]] = {}
+    altered: list[str] = []
+    for doc in documents:
+        for module, hooks in (doc["run"].get("backend_plugins") or {}).items():
+            plugins.setdefault(module, set()).update(hooks)
+        altered += doc["run"].get("altered") or []
+    out: dict[str, Any] = {}
+    if plugins:
+        out["backend_plugins"] = {m: sorted(h) for m, h in sorted(plugins.items())}
+    if altered:
+        out["altered"] = sorted(set(altered))
+    return out
+
+
 def loaded_plugins(config) -> list[str]:
     """The plugin modules this session loaded from outside pytest itself ("module (distribution version)"),
     conftest files included: what could have changed an outcome."""
@@ -297,6 +328,7 @@ def build_report(documents: list[Mapping[str, Any]], specs) -> dict[str, Any]:
             "hypothesis_seed": first["run"].get("hypothesis_seed"),
             "parts": sorted(doc["run"]["tag"] for doc in documents),
             "plugins": sorted({p for doc in documents for p in doc["run"].get("plugins", ())}),
+            **_merged_foreign(documents),
             "started": min(doc["run"]["started"] for doc in documents),
             "finished": max(doc["run"]["finished"] for doc in documents),
             "command": first["run"]["command"],
@@ -307,7 +339,7 @@ def build_report(documents: list[Mapping[str, Any]], specs) -> dict[str, Any]:
     if partial:
         report["run"]["partial"] = partial
     report["summary"] = summarize(results)
-    report["verdict"] = verdict(results, profile, specs)
+    report["verdict"] = verdict(results, profile, specs, plugins=report["run"].get("backend_plugins", ()))
     report["integrity"] = {"sha256": integrity_hash(report), "results": results_digests(documents)}
     return report
 
@@ -388,9 +420,11 @@ def latitudes_taken(results: Iterable[CaseResult]) -> list[str]:
     return [name for name in LATITUDES if name in found]
 
 
-def verdict(results: Iterable[CaseResult | Mapping[str, Any]], profile, specs) -> dict[str, Any]:
+def verdict(results: Iterable[CaseResult | Mapping[str, Any]], profile, specs, plugins: Iterable[str] = ()) -> dict[str, Any]:
     """Certified for the profile, or why not, reason first: failing checks (by clause), mandatory
-    op x dtype the backend does not support, inconclusive results, mandatory checks not run."""
+    op x dtype the backend does not support, inconclusive results, mandatory checks not run.
+    ``plugins``: the foreign pytest plugins the run loaded (``run.backend_plugins``), which the
+    verdict names: their hooks could not change a category (``conformance.seal``), but they ran."""
     failing: list[str] = []
     failing_clauses: set[str] = set()
     failing_ops: set[str] = set()
@@ -450,7 +484,10 @@ def verdict(results: Iterable[CaseResult | Mapping[str, Any]], profile, specs) -
         if not_run:
             parts.append(f"{len(not_run)} mandatory check(s) not run")
         text = f"not certified for profile {profile.name}: " + "; ".join(parts)
-    return {
+    foreign = sorted(plugins)
+    if foreign:
+        text += f" (run with foreign pytest plugins: {', '.join(foreign)})"
+    out = {
         "certified": certified,
         "profile": profile.name,
         "text": text,
@@ -461,6 +498,9 @@ def verdict(results: Iterable[CaseResult | Mapping[str, Any]], profile, specs) -
         "inconclusive": sorted(inconclusive),
         "not_run": sorted(not_run),
     }
+    if foreign:
+        out["plugins"] = foreign
+    return out
 
 
 def schema() -> dict[str, Any]:

@@ -256,7 +256,8 @@ def _recompute_problems(report: Mapping[str, Any], specs) -> list[str]:
     if flipped:
         problems.append(f"{len(flipped)} result(s) carry a mandatory flag the spec does not give: {_names(flipped)}")
     problems += _differences("summary", report["summary"], summarize(results))
-    problems += _differences("verdict", report["verdict"], verdict(results, profile, specs))
+    plugins = report["run"].get("backend_plugins", ())  # the foreign plugins the verdict names
+    problems += _differences("verdict", report["verdict"], verdict(results, profile, specs, plugins=plugins))
     return problems
 
 
