@@ -479,15 +479,35 @@ def test_RT_015_concurrent_handles(backend, result):
 def test_RT_016_no_leak_over_init_destroy_cycles(backend, result):
     driver, program, out, expected = _prepared(backend, result)
     before = _process_resources()
+    threads_before = set(threading.enumerate())
     growth = support.measure_growth(
         lambda: driver.destroy(driver.init(out)), what="init/destroy cycle", ops=LEAK_CYCLES, warmup=LEAK_WARMUP
     )
+    _judge_threads_left(result, threads_before)
     _judge_resources(result, before, _process_resources(), growth.ops + growth.warmup, "init/destroy cycle")
     _judge_growth(
         result, growth,
         "Something init allocates outlives destroy: free in destroy everything init allocated "
         "(buffers from malloc or a native library included), and keep no reference to a handle's data after it.",
     )
+
+
+def _judge_threads_left(result, before: set[threading.Thread]) -> None:
+    """Python threads the cycles started that still run after every handle was destroyed, by name.
+    A daemon thread may be a pool the backend keeps (recorded); a non-daemon one keeps every process
+    that loaded the backend from exiting (the supervisor has to kill it): CONTRACT_VIOLATION."""
+    left = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    if not left:
+        return
+    result.stats(threads_left=[f"{t.name} ({'daemon' if t.daemon else 'non-daemon'})" for t in left])
+    blocking = [t.name for t in left if not t.daemon]
+    if blocking:
+        raise CheckFailure(
+            Category.CONTRACT_VIOLATION,
+            f"after every handle was destroyed, {len(blocking)} non-daemon thread(s) the backend started still run: "
+            f"{', '.join(repr(n) for n in blocking[:5])}{' ...' if len(blocking) > 5 else ''}; no process that loaded the "
+            "backend can exit. Stop and join them in destroy (or make a pool shared by handles a daemon).",
+        )
 
 
 def test_RT_017_execute_leaves_inputs_alone(backend, result):

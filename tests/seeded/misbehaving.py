@@ -121,6 +121,23 @@ class SleepsThenWorks(ReferenceRuntime):
 slow_init = _make("slow_init", SleepsThenWorks())
 
 
+class LeavesAThread(ReferenceRuntime):
+    """Its first init starts one non-daemon thread, "backend-poller", which no destroy stops: a
+    single thread, so no count of threads grows with init/destroy cycles, yet no process that
+    loaded the backend can exit."""
+
+    _poller: threading.Thread | None = None
+
+    def init(self, context, processed, compile_specs):
+        if LeavesAThread._poller is None:
+            LeavesAThread._poller = threading.Thread(target=threading.Event().wait, args=(600,), name="backend-poller", daemon=False)
+            LeavesAThread._poller.start()
+        return super().init(context, processed, compile_specs)
+
+
+leaves_a_thread = _make("leaves_a_thread", LeavesAThread())
+
+
 # -- hostile names ------------------------------------------------------------------------------
 
 

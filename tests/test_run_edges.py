@@ -1,0 +1,31 @@
+"""The run's edges that issue 28 found bent, one test each: a thread a backend leaves running after
+destroy, the quantized profile without its quantizer, Ctrl-C while the supervisor reads a journal,
+a write that is interrupted or killed half-way, text that reorders or breaks lines in a report,
+and a backend name two installed distributions provide."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MISBEHAVING = "tests/seeded/misbehaving.py"
+
+
+def test_a_thread_left_running_after_destroy_is_named_in_the_report(tmp_path):
+    """One non-daemon thread, started by the first init and stopped by no destroy: no count grows
+    with the cycles, yet no process that loaded the backend can exit. RT-016 names it."""
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "conformance", "certify", f"{MISBEHAVING}:leaves_a_thread", "--profile", "interface",
+               "--output", str(out), "--workers", "1", "--skip-perf", "-k", "RT_016"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    (path,) = out.glob("*/report.json")
+    (result,) = [r for r in json.loads(path.read_text())["results"] if r["clause"] == "RT-016"]
+    assert result["category"] == "CONTRACT_VIOLATION", result
+    assert "'backend-poller'" in result["message"] and "non-daemon" in result["message"], result
+    assert result["stats"]["threads_left"] == ["backend-poller (non-daemon)"]
+    md = (path.parent / "report.md").read_text()
+    assert "backend-poller" in md
