@@ -192,10 +192,13 @@ def calibration_inputs(inputs: tuple[np.ndarray, ...], ranges, seed: int) -> lis
     return out
 
 
-def quantize(module, inputs: tuple[np.ndarray, ...], calibration: list[tuple[np.ndarray, ...]]):
-    """``convert_pt2e(prepare_pt2e(export(module), XNNPACKQuantizer))`` after running ``calibration``."""
-    import torch
+INSTALL = "pip install 'torch-backend-conformance[executorch]'"
+"""What installs the quantizer (``nox -s certify -- NAME --profile quantized`` does it itself)."""
 
+
+def _quantizer():
+    """(XNNPACKQuantizer, get_symmetric_quantization_config, prepare_pt2e, convert_pt2e), or
+    QuantizerMissing saying how to install them."""
     try:
         from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
             XNNPACKQuantizer,
@@ -204,9 +207,21 @@ def quantize(module, inputs: tuple[np.ndarray, ...], calibration: list[tuple[np.
         from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
     except ImportError as exc:
         raise QuantizerMissing(
-            f"the QNT programs are quantized with ExecuTorch's XNNPACKQuantizer, which is not installed ({exc}): "
-            "pip install 'torch-backend-conformance[executorch]'"
+            f"the QNT programs are quantized with ExecuTorch's XNNPACKQuantizer, which is not installed ({exc}): {INSTALL}"
         ) from exc
+    return XNNPACKQuantizer, get_symmetric_quantization_config, prepare_pt2e, convert_pt2e
+
+
+def require_quantizer() -> None:
+    """QuantizerMissing unless the QNT programs can be built here (certify asks before it runs)."""
+    _quantizer()
+
+
+def quantize(module, inputs: tuple[np.ndarray, ...], calibration: list[tuple[np.ndarray, ...]]):
+    """``convert_pt2e(prepare_pt2e(export(module), XNNPACKQuantizer))`` after running ``calibration``."""
+    import torch
+
+    XNNPACKQuantizer, get_symmetric_quantization_config, prepare_pt2e, convert_pt2e = _quantizer()
     exported = torch.export.export(module, tuple(torch.from_numpy(np.array(a)) for a in inputs))
     quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
     prepared = prepare_pt2e(exported.module(), quantizer)

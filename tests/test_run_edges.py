@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,3 +30,19 @@ def test_a_thread_left_running_after_destroy_is_named_in_the_report(tmp_path):
     assert result["stats"]["threads_left"] == ["backend-poller (non-daemon)"]
     md = (path.parent / "report.md").read_text()
     assert "backend-poller" in md
+
+
+def test_the_quantized_profile_without_its_quantizer_is_a_usage_error_in_seconds(tmp_path):
+    """Without the executorch extra, every QNT check would end HARNESS_ERROR after the whole run
+    (644 s measured); certify says so before it starts, naming the install command."""
+    out = tmp_path / "out"
+    without = "import sys; sys.modules['executorch'] = None; from conformance.cli import main; sys.exit(main(sys.argv[1:]))"
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", without, "certify", "reference", "--profile", "quantized", "--output", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "pip install 'torch-backend-conformance[executorch]'" in done.stderr and "--profile quantized" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert not out.exists()  # refused before anything was written
+    assert elapsed < 60, elapsed
