@@ -82,42 +82,46 @@ class Supervisor:
         plan: dict[str, dict] = {}
         only: list[str] | None = None
         header_tag = tag
-        for round_ in range(MAX_ROUNDS):
-            if self.interrupted:
-                outcome.interrupted = True
-                break
-            if not self.budget_left():
-                outcome.budget_spent = True
-                break
-            session_tag = tag if round_ == 0 else f"{tag}-resume-{round_}"
-            before = self._done(tag)
-            status, run_dir, lost = self._session(session_tag, args, env, only, in_process=in_process, log=log, outcome=outcome)
-            if round_ == 0:
-                plan = _read_plan(run_dir)
-            if any((d / f"{session_tag}{JOURNAL_SUFFIX}").exists() for d in self.results_dirs.values()):
-                header_tag = header_tag if round_ else session_tag
-            outcome.lost += lost
-            supervision_cleanup(run_dir)
-            self._complete()
-            done = self._done(tag)
-            left = [nodeid for nodeid in plan if nodeid not in done]
-            if self.interrupted:
-                outcome.interrupted = True
-                break
-            if not left or not plan:
-                if not plan and status not in (0, 1, 5):
-                    outcome.notes.append(f"the {tag} session ended with pytest exit status {status} before it collected any check")
-                break
-            if len(done) == len(before):
-                # A session that ends without finishing a single check will not do better next time.
-                self._record(tag, header_tag, {n: plan[n] for n in left}, Category.HARNESS_ERROR,
-                             f"not run: the {tag} session ended (pytest exit status {status}) {len(left)} check(s) short, "
-                             "twice without progress; see the console output above")
-                outcome.not_run += left
-                break
-            only = left
-        else:
-            outcome.notes.append(f"gave up after {MAX_ROUNDS} sessions")
+        try:
+            for round_ in range(MAX_ROUNDS):
+                if self.interrupted:
+                    outcome.interrupted = True
+                    break
+                if not self.budget_left():
+                    outcome.budget_spent = True
+                    break
+                session_tag = tag if round_ == 0 else f"{tag}-resume-{round_}"
+                before = self._done(tag)
+                status, run_dir, lost = self._session(session_tag, args, env, only, in_process=in_process, log=log, outcome=outcome)
+                if round_ == 0:
+                    plan = _read_plan(run_dir)
+                if any((d / f"{session_tag}{JOURNAL_SUFFIX}").exists() for d in self.results_dirs.values()):
+                    header_tag = header_tag if round_ else session_tag
+                outcome.lost += lost
+                supervision_cleanup(run_dir)
+                self._complete()
+                done = self._done(tag)
+                left = [nodeid for nodeid in plan if nodeid not in done]
+                if self.interrupted:
+                    outcome.interrupted = True
+                    break
+                if not left or not plan:
+                    if not plan and status not in (0, 1, 5):
+                        outcome.notes.append(f"the {tag} session ended with pytest exit status {status} before it collected any check")
+                    break
+                if len(done) == len(before):
+                    # A session that ends without finishing a single check will not do better next time.
+                    self._record(tag, header_tag, {n: plan[n] for n in left}, Category.HARNESS_ERROR,
+                                 f"not run: the {tag} session ended (pytest exit status {status}) {len(left)} check(s) short, "
+                                 "twice without progress; see the console output above")
+                    outcome.not_run += left
+                    break
+                only = left
+            else:
+                outcome.notes.append(f"gave up after {MAX_ROUNDS} sessions")
+        except KeyboardInterrupt as exc:  # Ctrl-C between sessions: reading journals, completing documents
+            self.interrupted = self.interrupted or str(exc) or "interrupted (Ctrl-C)"
+            outcome.interrupted = True
         if outcome.interrupted:
             left = [nodeid for nodeid in plan if nodeid not in self._done(tag)]
             if left:

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 MISBEHAVING = "tests/seeded/misbehaving.py"
 
@@ -46,3 +48,29 @@ def test_the_quantized_profile_without_its_quantizer_is_a_usage_error_in_seconds
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
     assert not out.exists()  # refused before anything was written
     assert elapsed < 60, elapsed
+
+
+def test_ctrl_c_while_the_supervisor_reads_a_journal_ends_the_phase_as_interrupted(tmp_path, monkeypatch):
+    """Ctrl-C reached the supervisor between sessions, in read_journal: a KeyboardInterrupt
+    traceback instead of the partial report an interrupted run writes."""
+    from conformance import supervisor
+
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / f"checks{supervisor.JOURNAL_SUFFIX}").write_text('{"run": {"tag": "checks"}}\n')
+    run = supervisor.Supervisor({"b": results}, hard_timeout=10, deadline=None, budget_s=None)
+    monkeypatch.setattr(supervisor.Supervisor, "_session", lambda self, *a, **k: pytest.fail("no session may start"))
+    real, pressed = supervisor.read_journal, []
+
+    def read_journal(path):
+        if not pressed:
+            pressed.append(path)
+            raise KeyboardInterrupt
+        return real(path)
+
+    monkeypatch.setattr(supervisor, "read_journal", read_journal)
+    try:
+        outcome = run.run_phase("checks", [], {}, in_process=True)
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C in read_journal escaped the supervisor (a traceback, no partial report)")
+    assert pressed and outcome.interrupted and run.interrupted == "interrupted (Ctrl-C)"
