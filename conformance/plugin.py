@@ -27,6 +27,7 @@ What it does:
 from __future__ import annotations
 
 import dataclasses
+import glob
 import hashlib
 import json
 import os
@@ -950,8 +951,28 @@ def write_json_atomic(path: Path, document: Any) -> None:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """``text`` at ``path``, whole or not at all (a temporary file beside it, then a rename)."""
+    """``text`` at ``path``, whole or not at all (a temporary file beside it, then a rename). The
+    temporary file goes when the write fails or is interrupted (Ctrl-C, SIGTERM); one that a killed
+    writer left (its process is gone) goes with the next write of the same file."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    for orphan in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        pid = orphan.name[len(path.name) + 2 : -len(".tmp")]
+        if pid.isdigit() and not _process_alive(int(pid)):
+            orphan.unlink(missing_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True

@@ -6,6 +6,7 @@ and a backend name two installed distributions provide."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -74,3 +75,34 @@ def test_ctrl_c_while_the_supervisor_reads_a_journal_ends_the_phase_as_interrupt
     except KeyboardInterrupt:
         pytest.fail("Ctrl-C in read_journal escaped the supervisor (a traceback, no partial report)")
     assert pressed and outcome.interrupted and run.interrupted == "interrupted (Ctrl-C)"
+
+
+def test_an_interrupted_write_leaves_no_temporary_file_and_a_killed_writers_is_swept(tmp_path, monkeypatch):
+    from conformance.plugin import write_text_atomic
+
+    target = tmp_path / "report.html"
+
+    def half_then_ctrl_c(self, text, encoding=None):
+        with open(self, "w", encoding=encoding) as f:
+            f.write(text[: len(text) // 2])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", half_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        write_text_atomic(target, "x" * 1000)
+    monkeypatch.undo()
+    assert not list(tmp_path.iterdir()), list(tmp_path.iterdir())
+    # A writer killed half-way (SIGKILL: nothing of it runs) leaves its file; the next write of the
+    # same file sweeps it, and keeps one whose writer still runs.
+    killed, running = (subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]) for _ in range(2))
+    try:
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
+        for writer in (killed, running):
+            (tmp_path / f".report.html.{writer.pid}.tmp").write_text("half of a rep")
+        write_text_atomic(target, "whole")
+        assert sorted(p.name for p in tmp_path.iterdir()) == [f".report.html.{running.pid}.tmp", "report.html"]
+        assert target.read_text() == "whole"
+    finally:
+        running.kill()
+        running.wait()
