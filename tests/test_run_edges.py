@@ -106,3 +106,26 @@ def test_an_interrupted_write_leaves_no_temporary_file_and_a_killed_writers_is_s
     finally:
         running.kill()
         running.wait()
+
+
+def test_bidirectional_controls_and_line_separators_reach_no_report_format():
+    """U+202E shows what follows reversed (a verdict or a file name read backwards); U+2028 breaks a
+    line that Markdown, a JUnit viewer or a terminal does not see. A backend controls its name,
+    version and messages: none reaches report.md, report.html or junit.xml raw."""
+    from conformance import specs as spec_module
+    from conformance.report import html, junit, markdown
+    from tests.reports.test_html import make_report
+
+    tricky = "\u202edeifitrec\u2028\u2029\u2066x\u2069"
+
+    def failing(r):
+        if r["test"] == "test_NUM_001_matches_reference" and r.get("op") == "aten.add.Tensor":
+            return {**r, "category": "MISMATCH", "message": f"max abs error 1.0 {tricky}"}
+        return r
+
+    report = make_report(f"bidi{tricky}", failing, version=f"1.0{tricky}")
+    clauses = spec_module.load().clauses
+    for name, text in (("md", markdown.render(report, clauses)), ("html", html.render(report, clauses)), ("junit", junit.render(report))):
+        assert "deifitrec" in text, name  # the text is there ...
+        for ch in "\u202e\u2028\u2029\u2066\u2069":
+            assert ch not in text, (name, f"U+{ord(ch):04X}")  # ... without what reorders or breaks it

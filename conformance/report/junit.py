@@ -43,7 +43,7 @@ def _properties(parent, report: Mapping[str, Any], integrity: str) -> None:
 
 
 def render(report: Mapping[str, Any]) -> str:
-    backend = report["backend"]["name"]
+    backend = safe.plain(report["backend"]["name"])
     integrity = str((report.get("integrity") or {}).get("sha256", ""))
     suites = ET.Element("testsuites", name=f"conformance {backend}")
     by_family: dict[str, list[CaseResult]] = defaultdict(list)
