@@ -27,22 +27,22 @@ class DiscoveryError(LookupError):
     """The backend could not be found or built. The message says what to do."""
 
 
-def entry_points() -> dict[str, importlib.metadata.EntryPoint]:
-    """name -> entry point. A name two installed distributions both provide is an error naming
-    both (one would silently shadow the other: whichever comes last on sys.path)."""
+def entry_points(name: str | None = None) -> dict[str, importlib.metadata.EntryPoint]:
+    """name -> entry point. A name two installed distributions both provide is ambiguous (one
+    would silently shadow the other: whichever comes last on sys.path): asking for it (``name``)
+    is an error naming both, and the mapping leaves it out. Other backends are not affected."""
     found: dict[str, list[importlib.metadata.EntryPoint]] = {}
     for ep in importlib.metadata.entry_points(group=GROUP):
         same = found.setdefault(ep.name, [])
         if not any(_where(e) == _where(ep) for e in same):  # one distribution seen twice on sys.path
             same.append(ep)
-    clashes = {name: eps for name, eps in found.items() if len(eps) > 1}
-    if clashes:
-        lines = [f"{name!r}: " + " and ".join(f"{ep.value} (distribution {_where(ep)})" for ep in eps) for name, eps in sorted(clashes.items())]
+    if name is not None and len(found.get(name, ())) > 1:
         raise DiscoveryError(
-            f"backend name(s) provided by more than one installed distribution in entry-point group {GROUP!r}: "
-            + "; ".join(lines) + ". Uninstall one, or rename its entry point, so the name says which backend is certified."
+            f"backend name {name!r} is provided by more than one installed distribution in entry-point group {GROUP!r}: "
+            + " and ".join(f"{ep.value} (distribution {_where(ep)})" for ep in found[name])
+            + ". Uninstall one, or rename its entry point, so the name says which backend is certified."
         )
-    return {name: eps[0] for name, eps in found.items()}
+    return {n: eps[0] for n, eps in found.items() if len(eps) == 1}
 
 
 def _where(ep: importlib.metadata.EntryPoint) -> str:
@@ -54,7 +54,7 @@ def source(name: str) -> dict[str, str]:
     """Where the backend named ``name`` comes from: its entry point and distribution, or its path."""
     if ":" in name:
         return {"kind": "path", "value": name}
-    ep = entry_points().get(name)
+    ep = entry_points(name).get(name)
     if ep is None:
         return {"kind": "unknown", "value": name}
     return {"kind": "entry point", "group": GROUP, "name": ep.name, "value": ep.value, "distribution": _where(ep)}
@@ -110,7 +110,7 @@ def load(name: str) -> BackendUnderTest:
     """The BackendUnderTest named ``name`` (an entry point) or at ``name`` (module:attr)."""
     if ":" in name:
         return _materialize(_import_path(name), name)
-    eps = entry_points()  # a shadowed name is an error here, before anything runs
+    eps = entry_points(name)  # a shadowed name is an error here, before anything runs
     if name not in eps:
         found = ", ".join(sorted(eps)) or "none"
         raise DiscoveryError(

@@ -129,3 +129,20 @@ def test_bidirectional_controls_and_line_separators_reach_no_report_format():
         assert "deifitrec" in text, name  # the text is there ...
         for ch in "\u202e\u2028\u2029\u2066\u2069":
             assert ch not in text, (name, f"U+{ord(ch):04X}")  # ... without what reorders or breaks it
+
+
+def test_two_distributions_naming_one_backend_block_that_name_only(tmp_path, monkeypatch):
+    from conformance import discovery
+
+    for dist in ("twin-a", "twin-b"):
+        info = tmp_path / f"{dist.replace('-', '_')}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+        (info / "entry_points.txt").write_text(f"[{discovery.GROUP}]\ntwin = {dist.replace('-', '_')}:backend\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert discovery.load("reference").name == "reference"  # another backend certifies as before
+    assert discovery.source("reference")["kind"] == "entry point"
+    assert "twin" not in discovery.available()
+    with pytest.raises(discovery.DiscoveryError) as info:
+        discovery.load("twin")
+    assert "twin-a 1.0" in str(info.value) and "twin-b 1.0" in str(info.value)
