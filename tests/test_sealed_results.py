@@ -1,5 +1,7 @@
 """A certificate nobody can bend (issue 28): a backend's own pytest plugin cannot rewrite its results
-(conformance.seal). Through the real CLI, on the backends of tests/seeded/tampering.py."""
+(conformance.seal), and the --baseline gate sees every move away from PASS, with an exit code of
+its own beside the verdict (conformance.report.diff). Both through the real CLI, on the backends of
+tests/seeded/tampering.py."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conformance.cli import EXIT_INVALID
+from conformance.cli import EXIT_INVALID, EXIT_REGRESSED
 
 ROOT = Path(__file__).resolve().parent.parent
 TAMPERING = "tests/seeded/tampering.py"
@@ -45,3 +47,23 @@ def test_a_plugin_that_rewrites_results_to_pass_changes_no_category(tmp_path):
     )
     assert checked.returncode != EXIT_INVALID, checked.stdout  # the verdict naming the plugin is the one its results give
 
+
+def test_a_version_that_drops_a_claim_and_refuses_it_is_a_regression_beside_its_verdict(tmp_path):
+    """1.0 claims relu and passes it; 1.1 no longer claims it and refuses it cleanly (NOT_SUPPORTED,
+    no failure). Gated against 1.0's report, certify exits 6 and prints both the verdict and the
+    regressions (the gate used to print "OK: 0 new failure(s)" and exit 0)."""
+    selection = ["--profile", "core-fp32", "--ops", "aten.relu.default", "--workers", "0", "-k", "NUM_001"]
+    before = certify(f"{TAMPERING}:claims_relu", "--output", str(tmp_path / "1.0"), *selection)
+    assert before.returncode == 1, before.stdout[-3000:] + before.stderr[-3000:]  # -k leaves the contract checks out
+    (baseline,) = (tmp_path / "1.0").glob("*/report.json")
+    checks = {r["id"]: r["category"] for r in json.loads(baseline.read_text())["results"]}
+    assert checks == {"test_NUM_001_matches_reference[aten.relu.default|float32]": "PASS"}, checks
+
+    done = certify(f"{TAMPERING}:drops_relu", "--output", str(tmp_path / "1.1"), "--baseline", str(baseline), *selection)
+    out = done.stdout
+    assert done.returncode == EXIT_REGRESSED, out[-3000:] + done.stderr[-3000:]
+    assert "NOT CERTIFIED: relu-dropper" in out and "mandatory op x dtype(s) not supported" in out, out[-3000:]
+    assert "REGRESSED:" in out and "NO REGRESSION" not in out, out[-3000:]
+    assert "NO LONGER PASSES test_NUM_001_matches_reference[aten.relu.default|float32]: PASS -> NOT_SUPPORTED" in out, out[-3000:]
+    assert "CLAIM DROPPED aten.relu.default" in out, out[-3000:]
+    assert out.rstrip().splitlines()[-1].startswith("NOT CERTIFIED: relu-dropper"), "the verdict has the last word"

@@ -3,11 +3,24 @@
     python -m conformance diff OLD.json NEW.json [--waivers waivers.toml] [--threshold 1.25]
 
 The baseline is the list of expected failures: a result failing in both is
-*known* and does not fail the gate. The gate fails (exit 1) on a *new* failure
-(failing now, not failing in the baseline), on a *missing* result (in the
-baseline, absent now: a check that no longer runs proves nothing), unless a live
-waiver covers it, or on a performance regression: the backend's median time of a
-PERF measurement grew by more than the threshold (default 1.25x).
+*known* and does not fail the gate. Every check's category and timing is compared,
+and the gate fails (exit 6, ``conformance.cli.EXIT_REGRESSED``) on a regression:
+
+- a *new* failure (failing now, not failing in the baseline);
+- a result that *no longer passes*: PASS in the baseline, anything else now
+  (NOT_SUPPORTED, SKIP, NOT_APPLICABLE, XFAIL, HARNESS_ERROR, ...);
+- a *missing* result (in the baseline, absent now: a check that no longer runs
+  proves nothing), and a mandatory check the new verdict lists as not run that the
+  baseline's ran;
+- a *dropped claim*: an op, or a dtype of one, the baseline's manifest claimed and
+  the new one does not;
+- a performance regression: the backend's median time of a PERF measurement grew
+  by more than the threshold (default 1.25x), or a measurement with timings in the
+  baseline has none now.
+
+A live waiver covers a new failure, a result that no longer passes, a missing
+result or lost timings. The gate's outcome is its own: the new report's verdict is
+printed beside it, never in its place (``conformance.cli``).
 
 A waiver names a result id (or a prefix ending in ``*``), a reason, a tracking
 link and an expiry date. An expired waiver no longer waives and is reported;
@@ -28,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.report.model import records
-from conformance.results import CaseResult
+from conformance.results import CaseResult, Category
 
 DEFAULT_THRESHOLD = 1.25
 MISSING_SHOWN = 50
@@ -90,10 +103,22 @@ class Diff:
     improvements: list[dict] = field(default_factory=list)
     expired_waivers: list[Waiver] = field(default_factory=list)
     unmatched_waivers: list[Waiver] = field(default_factory=list)
+    no_longer_passing: list[tuple[CaseResult, CaseResult]] = field(default_factory=list)
+    """(baseline, now) of each result that passed in the baseline and now is neither PASS nor a failure."""
+    not_run: list[str] = field(default_factory=list)
+    """Mandatory checks the new verdict lists as not run, and the baseline's does not."""
+    dropped_claims: list[str] = field(default_factory=list)
+    lost_timings: list[dict] = field(default_factory=list)
+    """Measurements with a median time in the baseline and none now."""
+    changed: list[tuple[CaseResult, CaseResult]] = field(default_factory=list)
+    """Other moves between categories (neither a regression nor a fix): shown, not gated."""
 
     @property
     def failed(self) -> bool:
-        return bool(self.new_failures or self.missing or self.regressions)
+        return bool(
+            self.new_failures or self.missing or self.regressions or self.no_longer_passing or self.not_run
+            or self.dropped_claims or self.lost_timings
+        )  # fmt: skip
 
 
 def _by_id(report: Mapping[str, Any], which: str) -> dict[str, CaseResult]:
@@ -142,25 +167,46 @@ def diff(
         return waiver is not None
 
     for rid, r in sorted(after.items()):
-        was_failing = rid in before and before[rid].category.is_failure
+        previous = before.get(rid)
+        was_failing = previous is not None and previous.category.is_failure
         if r.category.is_failure:
             if was_failing:
                 out.known_failures.append(r)
             elif not waived(r):
                 out.new_failures.append(r)
-        elif was_failing:
-            out.fixed.append(r)
+        elif r.category is Category.PASS:
+            if was_failing:
+                out.fixed.append(r)
+            elif previous is not None and previous.category is not Category.PASS:
+                out.changed.append((previous, r))  # e.g. NOT_SUPPORTED -> PASS: newly supported
+        elif previous is not None and previous.category is Category.PASS:
+            if not waived(r):
+                out.no_longer_passing.append((previous, r))
+        elif previous is not None and previous.category is not r.category:
+            out.changed.append((previous, r))
     out.missing = [rid for rid in sorted(set(before) - set(after)) if not waived(before[rid])]
-    out.unmatched_waivers = [w for w in live if id(w) not in used]
     out.added = sorted(set(after) - set(before))
+    # A mandatory check the new verdict lists as not run, and the baseline's did not: a regression
+    # unless a result listed above (missing, no longer passing, waived) already tells it.
+    told_ids = (set(before) - set(after)) | {r.id for _, r in out.no_longer_passing} | {r.id for r, _ in out.waived}
+    told = {key for rid in told_ids if rid in before for key in _verdict_keys(before[rid])}
+    newly = set(new["verdict"].get("not_run", ())) - set(old["verdict"].get("not_run", ()))
+    if old["spec"]["profile"] != new["spec"]["profile"]:
+        newly = set()  # another profile mandates other checks (said at the top); results are still compared
+    out.not_run = sorted(e for e in newly if e not in told and not any(w.matches(e) for w in live))
+    out.dropped_claims = dropped_claims(old["backend"].get("claims") or {}, new["backend"].get("claims") or {})
 
     for rid, r in sorted(after.items()):
         previous = before.get(rid)
-        if r.runner != "backend" or previous is None:
+        if previous is None:
             continue
         new_median = r.timings.get("median_ms")
         old_median = previous.timings.get("median_ms")
-        if not new_median or not old_median:
+        if old_median and not new_median:
+            if r.category is Category.PASS and not waived(r):
+                out.lost_timings.append({"id": rid, "old_ms": old_median, "category": r.category.value})
+            continue  # a result that stopped passing is already listed as such
+        if r.runner != "backend" or not new_median or not old_median:
             continue
         ratio = new_median / old_median
         entry = {"id": rid, "old_ms": old_median, "new_ms": new_median, "ratio": ratio}
@@ -168,6 +214,29 @@ def diff(
             out.regressions.append(entry)
         elif ratio < 1 / threshold:
             out.improvements.append(entry)
+    out.unmatched_waivers = [w for w in live if id(w) not in used]
+    return out
+
+
+def _verdict_keys(r: CaseResult) -> set[str]:
+    """How a verdict's ``not_run`` may name ``r``'s check (conformance.report.model.verdict)."""
+    return {r.id, r.clause or "", f"{r.clause} {r.model}", f"NUM {r.op} {r.dtype}"}
+
+
+def dropped_claims(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What the baseline's manifest claimed (op -> dtypes, or "*" for every dtype) that the new one
+    does not: an op, or the dtypes of one."""
+    out = []
+    for op, was in sorted(old.items()):
+        now = new.get(op)
+        if now is None:
+            out.append(op)
+        elif was == now or now == "*":
+            continue
+        elif was == "*":
+            out.append(f"{op} (every dtype -> {', '.join(now)})")
+        elif lost := [d for d in was if d not in now]:
+            out.append(f"{op} {', '.join(lost)}")
     return out
 
 
@@ -175,13 +244,23 @@ def render(d: Diff, threshold: float = DEFAULT_THRESHOLD) -> str:
     lines = []
     for w in d.warnings:
         lines.append(f"WARNING: {w}")
-    verdict = "REGRESSED" if d.failed else "OK"
+    outcome = "REGRESSED" if d.failed else "NO REGRESSION"
     lines.append(
-        f"{verdict}: {len(d.new_failures)} new failure(s), {len(d.missing)} missing result(s), {len(d.regressions)} performance "
-        f"regression(s) beyond {threshold:g}x, {len(d.fixed)} fixed, {len(d.known_failures)} known failure(s), {len(d.waived)} waived"
+        f"{outcome}: {len(d.new_failures)} new failure(s), {len(d.no_longer_passing)} result(s) no longer passing, "
+        f"{len(d.missing)} missing result(s), {len(d.not_run)} mandatory check(s) newly not run, {len(d.dropped_claims)} claim(s) dropped, "
+        f"{len(d.regressions)} performance regression(s) beyond {threshold:g}x, {len(d.lost_timings)} measurement(s) without timings; "
+        f"{len(d.fixed)} fixed, {len(d.known_failures)} known failure(s), {len(d.waived)} waived"
     )
     for r in d.new_failures:
         lines.append(f"  NEW FAILURE  {r.id}: {r.category.value}: {r.message[:200]}")
+    for was, r in d.no_longer_passing:
+        lines.append(f"  NO LONGER PASSES {r.id}: {was.category.value} -> {r.category.value}: {r.message[:200]}")
+    for entry in d.not_run:
+        lines.append(f"  NOT RUN      {entry}: mandatory, not run (the baseline ran it)")
+    for claim in d.dropped_claims:
+        lines.append(f"  CLAIM DROPPED {claim}")
+    for e in d.lost_timings:
+        lines.append(f"  NO TIMINGS   {e['id']}: {e['old_ms']:.3f} ms in the baseline, no timing now ({e['category']})")
     for rid in d.missing[:MISSING_SHOWN]:
         lines.append(f"  MISSING      {rid}: in the baseline, not in the new report")
     if len(d.missing) > MISSING_SHOWN:
@@ -190,12 +269,14 @@ def render(d: Diff, threshold: float = DEFAULT_THRESHOLD) -> str:
         lines.append(f"  SLOWER       {e['id']}: {e['old_ms']:.3f} ms -> {e['new_ms']:.3f} ms ({e['ratio']:.2f}x)")
     for r in d.fixed:
         lines.append(f"  FIXED        {r.id}")
+    for was, r in d.changed:
+        lines.append(f"  CHANGED      {r.id}: {was.category.value} -> {r.category.value}")
     for r, w in d.waived:
         lines.append(f"  WAIVED       {r.id} until {w.expires} ({w.reason}; {w.tracking})")
     for w in d.expired_waivers:
         lines.append(f"  EXPIRED WAIVER {w.id} expired {w.expires} ({w.tracking}): it no longer waives anything")
     for w in d.unmatched_waivers:
-        lines.append(f"  UNMATCHED WAIVER {w.id} ({w.tracking}): matches no new failure or missing result; remove it")
+        lines.append(f"  UNMATCHED WAIVER {w.id} ({w.tracking}): matches no regression; remove it")
     for e in d.improvements:
         lines.append(f"  FASTER       {e['id']}: {e['old_ms']:.3f} ms -> {e['new_ms']:.3f} ms ({e['ratio']:.2f}x)")
     if d.added:

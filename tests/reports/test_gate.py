@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conformance import __version__, specs
-from conformance.cli import EXIT_INVALID, EXIT_NOT_CERTIFIED, EXIT_OK, EXIT_STALE, main
+from conformance.cli import EXIT_INVALID, EXIT_NOT_CERTIFIED, EXIT_OK, EXIT_REGRESSED, EXIT_STALE, main
 from conformance.report import build_report
 from conformance.report.diff import MISSING_SHOWN, DiffError, Waiver, WaiverError, diff, load_waivers
 from conformance.report.model import RESULTS_SCHEMA, integrity_hash, result_id, stable_hash, validate
@@ -27,13 +27,13 @@ def cli(*args, env=None):
     )
 
 
-def _document(results, *, backend="demo", version="1", digest=None, profile="smoke"):
+def _document(results, *, backend="demo", version="1", digest=None, profile="smoke", claims=None):
     spec = specs.load()
     return {
         "schema": RESULTS_SCHEMA,
         "harness": {"name": "torch-backend-conformance", "version": __version__},
         "spec": {"digest": digest or spec.digest, "profile": profile},
-        "backend": {"name": backend, "version": version},
+        "backend": {"name": backend, "version": version, **({"claims": claims} if claims is not None else {})},
         "environment": {"python": "3.11", "torch": "2.13.0", "numpy": "2", "ml_dtypes": "0.6", "cpu": "cpu", "cpu_count": 2, "os": "Linux"},
         "run": {"tag": "checks", "hypothesis_profile": "ci", "started": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T00:01:00+00:00", "command": "x"},
         "results": results,
@@ -82,6 +82,29 @@ def test_new_failures_fixed_results_and_known_failures_are_told_apart():
     assert [r.id for r in d.new_failures] == ["test_RT_002[mlp]"]
     assert [r.id for r in d.fixed] == ["test_NUM_001[aten.mul.Tensor|float32]"]
     assert d.failed
+
+
+@pytest.mark.parametrize("category", ["NOT_SUPPORTED", "SKIP", "HARNESS_ERROR", "XFAIL", "NOT_APPLICABLE", "TIMEOUT"])
+def test_every_move_away_from_pass_is_a_regression(category):
+    old = _report(BASE)
+    new_results = copy.deepcopy(BASE)
+    new_results[1]["category"] = category  # add float32 passed in the baseline
+    d = diff(old, _report(new_results))
+    moved = [r.id for _, r in d.no_longer_passing] + [r.id for r in d.new_failures]
+    assert moved == ["test_NUM_001[aten.add.Tensor|float32]"] and d.failed
+
+
+def test_a_dropped_claim_a_mandatory_check_not_run_and_lost_timings_are_regressions():
+    old = _report(BASE, claims={"aten.add.Tensor": "*", "aten.relu.default": ["float32", "int32"], "aten.mul.Tensor": "*"})
+    new = _report(BASE, claims={"aten.add.Tensor": "*", "aten.relu.default": ["float32"]})
+    assert diff(old, new).dropped_claims == ["aten.mul.Tensor", "aten.relu.default int32"]
+    untimed = copy.deepcopy(BASE)
+    del untimed[3]["timings"]
+    d = diff(old, _report(untimed, claims=old["backend"]["claims"]))
+    assert [e["id"] for e in d.lost_timings] == ["test_PERF_003[mlp|backend|execute]"] and d.failed
+    narrower = copy.deepcopy(old)
+    narrower["verdict"]["not_run"] = [*old["verdict"]["not_run"], "RT-002"]  # ran in the baseline
+    assert diff(old, narrower).not_run == ["RT-002"]
 
 
 def test_performance_regression_past_the_threshold():
@@ -148,16 +171,16 @@ def test_diff_command_verifies_then_compares(capsys, tmp_path):
     worse = copy.deepcopy(BASE)
     worse[0]["category"] = "CRASH"
     rc, out = gate(capsys, old, _report(worse), tmp_path)
-    assert rc == EXIT_NOT_CERTIFIED and "NEW FAILURE  test_RT_002[mlp]: CRASH" in out
+    assert rc == EXIT_REGRESSED and "NEW FAILURE  test_RT_002[mlp]: CRASH" in out
 
 
 def test_results_missing_from_the_new_report_are_a_regression(capsys, tmp_path):
     baseline = _report(BASE + [_result(f"test_RT_00{i}[mlp]", clause=f"RT-00{i}") for i in range(3, 9)])
     rc, out = gate(capsys, baseline, _report(BASE), tmp_path)
-    assert rc == EXIT_NOT_CERTIFIED, out
+    assert rc == EXIT_REGRESSED, out
     missing = [line.split()[1] for line in out.splitlines() if line.strip().startswith("MISSING")]
     assert missing == [f"test_RT_00{i}[mlp]:" for i in range(3, 9)]
-    assert "REGRESSED: 0 new failure(s), 6 missing result(s)" in out
+    assert "REGRESSED: 0 new failure(s), 0 result(s) no longer passing, 6 missing result(s)" in out
     # a live waiver covers a check dropped on purpose, and says so
     waivers = tmp_path / "w.toml"
     waivers.write_text('[[waiver]]\nid = "test_RT_00*"\nreason = "dropped"\ntracking = "https://t/1"\nexpires = 2999-01-01\n')
@@ -219,7 +242,7 @@ def test_diff_command_exits_zero_against_itself_and_one_on_a_seeded_defect(certi
     defect.write_text(json.dumps(certified["seeded-nan-dropped-by-max"]))
     assert cli("diff", str(reference), str(reference)).returncode == 0
     done = cli("diff", str(reference), str(defect))
-    assert done.returncode == 1
+    assert done.returncode == EXIT_REGRESSED
     assert "NEW FAILURE  test_NUM_001_matches_reference[aten.maximum.default|float32]" in done.stdout
 
 
@@ -254,10 +277,13 @@ def test_certify_with_a_baseline_catches_a_backend_that_sleeps_in_execute(tmp_pa
         "certify", backend, "--output", str(slow), "--baseline", str(baseline), *common,
         env={"CONFORMANCE_TEST_SLEEP_MS": "50"},  # 50 ms on a ~0.1 ms execute: far past any load noise
     )
-    assert done.returncode == 1, done.stdout[-3000:]
+    assert done.returncode == EXIT_REGRESSED, done.stdout[-3000:]
     assert "SLOWER       test_PERF_003_execute_latency[mlp|backend|execute]" in done.stdout
     again = cli(  # a generous threshold: this asserts the gate's logic, not this machine's timing noise
         "certify", backend, "--output", str(slow), "--baseline", str(baseline), "--threshold", "10", *common,
         env={"CONFORMANCE_TEST_SLEEP_MS": "0"},
     )
-    assert again.returncode == 0, again.stdout[-3000:]  # no new failures, no regression: the gate passes
+    # No regression: the gate passes; -k left the contract checks out, so the verdict (printed, and
+    # never replaced by the gate's outcome) is not certified.
+    assert again.returncode == EXIT_NOT_CERTIFIED, again.stdout[-3000:]
+    assert "NO REGRESSION" in again.stdout and "NOT CERTIFIED" in again.stdout
