@@ -1,12 +1,14 @@
 """The shapes a step will produce, known before its kernel runs: ATen's own shape rules.
 
-The runtime bounds every step's memory before the kernel allocates (runtime._Bounds). A blob
+The runtime bounds every step's memory before the kernel allocates (ReferenceRuntime._bound). A blob
 declares each value's dims, but a step's attributes decide what its kernel allocates: repeat's
 counts, randperm's n, upsample's scales, arange's range, full's size. Rather than a rule per op,
 the step is evaluated on the ``meta`` device, where ATen computes output shapes (its meta and
 shape functions, the ones torch.export's fake tensors use) without allocating data. A step whose
 op has no meta function, or whose output shape depends on the data (nonzero, unique), has no
 shape here; its results are then bounded by what the blob declares, and checked after the kernel.
+A meta function that fails on an empty input (upsample's, on an empty batch) is asked again with
+the empty dims made 1: the kernel allocates along the other dims all the same.
 
 torch is imported on the first evaluation, not with the runtime.
 """
@@ -65,20 +67,41 @@ def result_shapes(op: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple
     overload = _overload(op)
     if overload is None:
         return None
+    out = _evaluate(overload, args, kwargs, empty_as=0)
+    if out is None and _has_empty(args):
+        # Some meta functions fail on an empty input where the CPU kernel does not (upsample's, on
+        # an empty batch), yet the kernel allocates along the other dims (its index arrays): size
+        # such a step as if its empty dims were 1. The runtime counts an empty result's other dims.
+        out = _evaluate(overload, args, kwargs, empty_as=1)
+    if out is None:
+        return None
+    import torch
+
+    results = out if isinstance(out, (tuple, list)) else (out,)
+    return tuple((tuple(int(d) for d in r.shape), r.element_size()) if isinstance(r, torch.Tensor) else None for r in results)
+
+
+def _evaluate(overload, args: Sequence[Any], kwargs: dict[str, Any], *, empty_as: int) -> Any:
     import torch
 
     try:
-        meta_args = [_to_meta(a) for a in args]
-        meta_kwargs = {k: _to_meta(v) for k, v in kwargs.items()}
+        meta_args = [_to_meta(a, empty_as) for a in args]
+        meta_kwargs = {k: _to_meta(v, empty_as) for k, v in kwargs.items()}
         if _takes_device(overload):
             meta_kwargs["device"] = torch.device("meta")
         # Any failure (no meta kernel, a data-dependent shape, arguments ATen rejects) means no
         # shape from here: the kernel decides, bounded by the declared results.
-        out = overload(*meta_args, **meta_kwargs)
+        return overload(*meta_args, **meta_kwargs)
     except Exception:  # noqa: BLE001 - see above
         return None
-    results = out if isinstance(out, (tuple, list)) else (out,)
-    return tuple((tuple(int(d) for d in r.shape), r.element_size()) if isinstance(r, torch.Tensor) else None for r in results)
+
+
+def _has_empty(value: Any) -> bool:
+    if isinstance(value, np.ndarray):
+        return value.size == 0
+    if isinstance(value, (list, tuple)):
+        return any(_has_empty(v) for v in value)
+    return False
 
 
 @cache
@@ -102,17 +125,19 @@ def _takes_device(overload) -> bool:
     return any(a.name == "device" for a in overload._schema.arguments)
 
 
-def _to_meta(value: Any) -> Any:
+def _to_meta(value: Any, empty_as: int = 0) -> Any:
+    """A meta tensor for an array (its zero dims made ``empty_as``), torch's dtype for a dtype."""
     import torch
 
     if isinstance(value, np.ndarray):
-        return torch.empty(value.shape, dtype=_torch_dtype(value.dtype), device="meta")
+        shape = tuple(n or empty_as for n in value.shape)
+        return torch.empty(shape, dtype=_torch_dtype(value.dtype), device="meta")
     if isinstance(value, np.dtype):
         return _torch_dtype(value)
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, (list, tuple)):
-        return [_to_meta(v) for v in value]
+        return [_to_meta(v, empty_as) for v in value]
     return value
 
 

@@ -417,9 +417,11 @@ class ReferenceRuntime(BackendInterface):
 
 
 def _product(shape: tuple[int, ...]) -> int:
+    """Elements of a result for the bound: an empty result counts its other dims, since a kernel
+    allocates along them (index arrays, per-dim transients) before it finds nothing to compute."""
     out = 1
     for n in shape:
-        out *= max(n, 0)
+        out *= max(n, 1)
     return out
 
 

@@ -261,7 +261,13 @@ def repeat(self, repeats):
         raise ValueError("repeat: number of repeat dims can not be smaller than the number of tensor dims")
     if any(r < 0 for r in repeats):
         raise ValueError(f"repeat: negative repeats {list(repeats)}")
-    return np.tile(self, tuple(int(r) for r in repeats))
+    counts = tuple(int(r) for r in repeats)
+    if 0 in counts:
+        # np.tile repeats one dim at a time, so the counts before a 0 would be paid for in full
+        # (65536 copies of 8 KiB: 512 MiB) for an empty result; ATen allocates the result alone.
+        shape = (1,) * (len(counts) - self.ndim) + self.shape
+        return np.empty(tuple(n * r for n, r in zip(shape, counts)), self.dtype)
+    return np.tile(self, counts)
 
 
 @kernel("aten.flip.default")

@@ -42,22 +42,43 @@ HOSTILE = {
         Call("aten.upsample_nearest2d.vec", (Tensor(np.ones((1, 1, 2, 2), np.float32)), None, [2.0, 2.0])),
         lambda a: (a[0], a[1], (4096.0, 4096.0)),
     ),
+    # (0, 1, 2 x 2**22, 2 x 2**22): nothing, but the kernel's index arrays run along the other dims
+    "upsample_nearest2d_empty_batch": (
+        Call("aten.upsample_nearest2d.vec", (Tensor(np.ones((0, 1, 2, 2), np.float32)), None, [2.0, 2.0])),
+        lambda a: (a[0], a[1], (float(2**22), float(2**22))),
+    ),
 }
 
 
-def _blobs(name: str) -> tuple[bytes, bytes, list]:
-    """The honest blob of the case, the same blob with the hostile attributes, and the
-    (shape, dtype) of every argument execute takes (inputs, then the declared outputs)."""
-    call, edit = HOSTILE[name]
-    honest = ReferenceBackend.preprocess(program_for(call, dynamic=False).exported, []).processed_bytes
-    program = blob.read(honest)
-    (ins,) = program.instructions
-    hostile = blob.write(dataclasses.replace(program, instructions=(dataclasses.replace(ins, args=edit(ins.args)),)))
+def _blob(call: Call) -> tuple[bytes, list]:
+    """The reference's blob of ``call`` and the (shape, dtype) of every argument execute takes
+    (inputs, then the declared outputs)."""
+    data = ReferenceBackend.preprocess(program_for(call, dynamic=False).exported, []).processed_bytes
+    program = blob.read(data)
     shapes = []
     for value_id in program.inputs + program.outputs:
         info = program.values[value_id]
         shapes.append(([d.value for d in info.dims], numpy_dtype(int(info.dtype)).name))
+    return data, shapes
+
+
+def _blobs(name: str) -> tuple[bytes, bytes, list]:
+    """The honest blob of the case, the same blob with the hostile attributes, and the shapes."""
+    call, edit = HOSTILE[name]
+    honest, shapes = _blob(call)
+    program = blob.read(honest)
+    (ins,) = program.instructions
+    hostile = blob.write(dataclasses.replace(program, instructions=(dataclasses.replace(ins, args=edit(ins.args)),)))
     return honest, hostile, shapes
+
+
+def _measure(warm: bytes, warm_shapes: list, measured: bytes, shapes: list) -> dict:
+    """In a fresh process: run ``warm`` (imports, first calls), then ``measured``; how much the
+    peak resident memory rose during the second, and the BackendError it ended with."""
+    job = json.dumps({"warm": warm.hex(), "warm_shapes": warm_shapes, "measured": measured.hex(), "shapes": shapes})
+    done = subprocess.run([sys.executable, "-c", _MEASURE], input=job, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 _MEASURE = r"""
@@ -78,12 +99,11 @@ def run(data, shapes):
         runtime.destroy(handle)
 
 job = json.load(sys.stdin)
-shapes = [(tuple(s), np.dtype(d)) for s, d in job["shapes"]]
-honest = run(bytes.fromhex(job["honest"]), shapes)
-assert honest is None, f"the honest program was refused: {honest}"
+warm = run(bytes.fromhex(job["warm"]), [(tuple(s), np.dtype(d)) for s, d in job["warm_shapes"]])
+assert warm is None, f"the honest program was refused: {warm}"
 memory = PeakMemory()
 memory.reset()
-error = run(bytes.fromhex(job["hostile"]), shapes)
+error = run(bytes.fromhex(job["measured"]), [(tuple(s), np.dtype(d)) for s, d in job["shapes"]])
 print(json.dumps({"grew": memory.growth(), "error": error.error.name if error else None, "message": str(error) if error else ""}))
 """
 
@@ -94,15 +114,26 @@ def test_a_small_blob_whose_attributes_ask_for_much_is_refused_before_the_proces
         pytest.skip(f"peak resident memory cannot be reset here: {PeakMemory().why_not}")
     honest, hostile, shapes = _blobs(name)
     assert len(hostile) < 400, len(hostile)
-    job = json.dumps({"honest": honest.hex(), "hostile": hostile.hex(), "shapes": shapes})
-    done = subprocess.run([sys.executable, "-c", _MEASURE], input=job, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.splitlines()[-1])
+    seen = _measure(honest, shapes, hostile, shapes)
     assert seen["error"] == "MemoryAllocationFailed" and "refused before running" in seen["message"], seen
     assert seen["grew"] < PEAK_BOUND, (
         f"a {len(hostile)}-byte blob asking for {ASKED >> 20} MiB raised the peak resident memory by "
         f"{seen['grew'] / 2**20:.1f} MiB (bound {PEAK_BOUND >> 20} MiB): {seen['message']}"
     )
+
+
+def test_an_empty_repeat_does_not_pay_for_the_counts_before_its_zero():
+    """Fuzz seed 84908: repeat's kernel (np.tile) repeats one dim at a time, so counts of
+    (32768, 0) on a 16 x 64 tensor allocated 32768 copies of it (128 MiB) for an empty result.
+    A legitimate program: it runs, and the process does not grow."""
+    if not PeakMemory().available:
+        pytest.skip(f"peak resident memory cannot be reset here: {PeakMemory().why_not}")
+    warm, warm_shapes = _blob(Call("aten.repeat.default", (Tensor(np.ones((16, 64), np.float32)), [2, 1])))
+    empty, shapes = _blob(Call("aten.repeat.default", (Tensor(np.ones((16, 64), np.float32)), [2**15, 0])))
+    assert shapes[-1] == ([2**19, 0], "float32")
+    seen = _measure(warm, warm_shapes, empty, shapes)
+    assert seen["error"] is None, seen
+    assert seen["grew"] < PEAK_BOUND, f"an empty repeat raised the peak resident memory by {seen['grew'] / 2**20:.1f} MiB"
 
 
 @pytest.mark.parametrize("op", ["aten._embedding_bag.default", "aten._native_batch_norm_legit_no_training.default"])
