@@ -217,6 +217,8 @@ def bounds(spec, call, outputs) -> tuple[np.ndarray | None, ...]:
         return ()
     if rule.kind == "moments":
         return _moments(call, arguments, outputs, rule)
+    if rule.kind == "moments_backward":
+        return _moments_backward(call, arguments, outputs, rule)
     sizes = [int(t.value.size) for t in call.tensors()]
     if rule.length == "count":
         lengths = _transformed(call, lambda v: (v != 0).astype(np.float64), lambda v: 1)
@@ -307,8 +309,10 @@ def _moments(call, arguments, outputs, rule) -> tuple[np.ndarray | None, ...]:
 
         m = oracle.moments_bound(rows, acc, rows.shape[1], float(arguments["eps"]), per_channel("weight"), per_channel("bias"))
         return _fit(outputs, (m.normalized.reshape(x.shape), m.mean, m.rstd))
-    if "training" in arguments:  # batch norm: per channel over (N, *spatial)
-        return _batch_moments(x, xf, arguments, outputs, acc) if arguments["training"] else tuple(None for _ in outputs)
+    if "running_var" in arguments and not arguments.get("training", False):  # batch norm in inference
+        return _batch_inference(x, xf, arguments, outputs, acc)
+    if "training" in arguments:  # batch norm in training: per channel over (N, *spatial)
+        return _batch_moments(x, xf, arguments, outputs, acc)
     dims = arguments.get("dim")
     dims = list(range(x.ndim)) if dims is None or (not isinstance(dims, int) and len(dims) == 0) else np.atleast_1d(dims).tolist()
     dims = sorted({d % max(1, x.ndim) for d in dims}) if x.ndim else []
@@ -320,6 +324,61 @@ def _moments(call, arguments, outputs, rule) -> tuple[np.ndarray | None, ...]:
         correction = 1 if arguments.get("unbiased", True) is not False else 0
     m = oracle.moments_bound(rows, acc, max(0.0, rows.shape[1] - float(correction)))
     return _fit(outputs, (m.variance,))
+
+
+def _moments_backward(call, arguments, outputs, rule) -> tuple[np.ndarray | None, ...]:
+    """Bounds of (grad_input, grad_weight, grad_bias) of native_layer_norm_backward (rows: the
+    normalized trailing dims) or native_group_norm_backward (rows: (N, group), D channels x HxW each).
+    The input gradient is computed in the opmath type (``oracle.ACCUMULATOR``), the parameters'
+    gradients in the spec's ``accumulator`` (eager rounds a half type's after every row)."""
+    x = np.asarray(arguments["input"])
+    dtype = oracle.dtype_name(x.dtype)
+    acc = oracle.ACCUMULATOR.get(dtype, dtype)
+    acc_params = rule.accumulator.get(dtype) or acc
+    xf, dy = x.astype(np.float64), np.asarray(arguments["grad_out"]).astype(np.float64)
+    mean, rstd = np.asarray(arguments["mean"], np.float64).reshape(-1), np.asarray(arguments["rstd"], np.float64).reshape(-1)
+    weight = arguments.get("weight")
+    if "normalized_shape" in arguments:
+        n = int(np.prod([int(v) for v in arguments["normalized_shape"]]))
+        rows = xf.size // max(n, 1) if n else mean.size
+        gamma_rows = np.ones(n) if weight is None else np.asarray(weight, np.float64).reshape(n)
+        xr, dyr = xf.reshape(rows, n), dy.reshape(rows, n)
+        g = np.abs(dyr * gamma_rows)
+        dx = oracle.normalization_grad_bound(g, xr, mean, rstd, n, n, acc).reshape(x.shape)
+        # per column: sums over the rows of dy (a x - a mean) and of dy
+        terms = np.abs(dyr) * np.abs(rstd)[:, None] * (np.abs(xr) + np.abs(mean)[:, None])
+        d_weight = oracle.gamma(rows + 3, oracle.unit_roundoff(acc_params)) * terms.sum(axis=0)
+        d_bias = oracle.gamma(rows + 1, oracle.unit_roundoff(acc_params)) * np.abs(dyr).sum(axis=0)
+        return _fit(outputs, (dx, d_weight, d_bias))
+    n_, c, hw, groups = (int(arguments[k]) for k in ("N", "C", "HxW", "group"))
+    d = c // max(groups, 1)
+    gamma_c = np.ones(c) if weight is None else np.asarray(weight, np.float64).reshape(c)
+    x4, dy4 = xf.reshape(n_, groups, d, hw), dy.reshape(n_, groups, d, hw)
+    g = np.abs(dy4 * gamma_c.reshape(1, groups, d, 1)).reshape(n_ * groups, d * hw)
+    dx = oracle.normalization_grad_bound(g, x4.reshape(n_ * groups, d * hw), mean, rstd, d * hw, hw + d, acc).reshape(x.shape)
+    m4, r4 = mean.reshape(n_, groups, 1, 1), np.abs(rstd).reshape(n_, groups, 1, 1)
+    terms = (np.abs(dy4) * r4 * (np.abs(x4) + np.abs(m4))).sum(axis=(0, 3)).reshape(c)
+    d_weight = oracle.gamma(n_ + hw + 3, oracle.unit_roundoff(acc_params)) * terms
+    d_bias = oracle.gamma(n_ + hw + 1, oracle.unit_roundoff(acc_params)) * np.abs(dy4).sum(axis=(0, 3)).reshape(c)
+    return _fit(outputs, (dx, d_weight, d_bias))
+
+
+def _batch_inference(x, xf, arguments, outputs, acc: str) -> tuple[np.ndarray | None, ...]:
+    """Batch norm with its running statistics: out = x alpha + beta with alpha = weight / sqrt(running_var
+    + eps) and beta = bias - running_mean alpha, no accumulation: a few roundings in ``acc`` of the
+    terms, 6 u (|x| + |running_mean|) |alpha| + 3 u |bias| (x alpha and beta cancel near zero: eager's
+    vectorized and scalar paths round them differently). The other outputs keep their rounding."""
+    c = x.shape[1] if x.ndim > 1 else 1
+    shape = (1, c) + (1,) * max(0, x.ndim - 2)
+    u = oracle.unit_roundoff(acc)
+    with np.errstate(all="ignore"):
+        weight = 1.0 if arguments.get("weight") is None else np.abs(np.asarray(arguments["weight"], np.float64))
+        bias = 0.0 if arguments.get("bias") is None else np.abs(np.asarray(arguments["bias"], np.float64))
+        alpha = weight / np.sqrt(np.abs(np.asarray(arguments["running_var"], np.float64)) + float(arguments["eps"]))
+        mean = np.abs(np.asarray(arguments["running_mean"], np.float64))
+        out = 6 * u * (np.abs(xf) + np.broadcast_to(mean, (c,)).reshape(shape)) * np.broadcast_to(alpha, (c,)).reshape(shape)
+        out = out + 3 * u * np.broadcast_to(bias, (c,)).reshape(shape)
+    return _fit(outputs, (np.where(np.isfinite(out), out, np.inf),))
 
 
 def _batch_moments(x, xf, arguments, outputs, acc: str) -> tuple[np.ndarray | None, ...]:

@@ -120,6 +120,9 @@ BOUND_KINDS: Mapping[str, str] = MappingProxyType(
         "group_norm): the mean within gamma(n + 1) * mean |x|, the sum of squared deviations within "
         "gamma(n + 3) * S + 2 n dmean mean |x - mean| + n dmean^2 (two passes or Welford, any order), rstd and "
         "the output by first-order propagation (conformance.oracle.moments_bound)",
+        "moments_backward": "layer_norm's and group_norm's backward: the input gradient from the row sums of dy gamma and "
+        "dy gamma x (conformance.oracle.normalization_grad_bound), the weight's and bias's gradients sums over the "
+        "rows, gamma(rows + 3) sum |dy| rstd (|x| + |mean|) and gamma(rows + 1) sum |dy| (``accumulator``: theirs)",
     }
 )
 """The allowed ``kind`` of an op spec's ``bound`` (conformance.oracle.accumulation_bound)."""
