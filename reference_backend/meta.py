@@ -24,6 +24,9 @@ import numpy as np
 
 from conformance.api import dtype_name
 
+OVERFLOW = "overflow"
+"""What ``result_shapes`` returns for a step whose results ATen cannot even size: its shape rules
+overflow (repeat's counts of 10**14: "Storage size calculation overflowed"). Nothing could hold them."""
 CACHE_ENTRIES = 256
 """Shapes remembered per program: a step evaluated once per distinct input shape, not per execute."""
 
@@ -37,7 +40,7 @@ class Shapes:
 
     def of(self, index: int, op: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple | None:
         """(shape, bytes per element) of each of the step's results (None for a non-tensor result),
-        or None when ATen cannot tell them without running the op."""
+        None when ATen cannot tell them without running the op, OVERFLOW when they are past sizing."""
         try:
             key = (index, _signature(args), _signature(tuple(kwargs.items())))
         except TypeError:  # an argument we do not know how to key: evaluate, do not remember
@@ -68,13 +71,15 @@ def result_shapes(op: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple
     if overload is None:
         return None
     out = _evaluate(overload, args, kwargs, empty_as=0)
+    if out is OVERFLOW:
+        return OVERFLOW
     if out is None and _has_empty(args):
         # Some meta functions fail on an empty input where the CPU kernel does not (upsample's, on
         # an empty batch), yet the kernel allocates along the other dims (its index arrays): size
         # such a step as if its empty dims were 1. The runtime counts an empty result's other dims.
         out = _evaluate(overload, args, kwargs, empty_as=1)
-    if out is None:
-        return None
+    if out is None or out is OVERFLOW:
+        return out
     import torch
 
     results = out if isinstance(out, (tuple, list)) else (out,)
@@ -92,8 +97,8 @@ def _evaluate(overload, args: Sequence[Any], kwargs: dict[str, Any], *, empty_as
         # Any failure (no meta kernel, a data-dependent shape, arguments ATen rejects) means no
         # shape from here: the kernel decides, bounded by the declared results.
         return overload(*meta_args, **meta_kwargs)
-    except Exception:  # noqa: BLE001 - see above
-        return None
+    except Exception as exc:  # noqa: BLE001 - see above
+        return OVERFLOW if "overflow" in str(exc).lower() else None
 
 
 def _has_empty(value: Any) -> bool:

@@ -37,7 +37,7 @@ from conformance.api import (
 from . import blob
 from .blob import NO_VALUE, DimKind, Dtype, Ref, ValueKind
 from .kernels import GRAPH_OPS, KERNELS
-from .meta import Shapes
+from .meta import OVERFLOW, Shapes
 from .preprocess import check_compile_specs
 
 CONSTANT_ALIGNMENT = 64
@@ -329,6 +329,13 @@ class ReferenceRuntime(BackendInterface):
         """
         available = temp.available if temp is not None else UNBOUNDED_TEMP_BYTES
         computed = plan.shapes.of(index, step.op, args, kwargs) if step.op not in GRAPH_OPS else None
+        if computed is OVERFLOW:
+            raise BackendError(
+                Error.MemoryAllocationFailed,
+                f"{step.op}'s arguments ask for results too large for ATen's shape rules to size (they overflow); "
+                "refused before running",
+                debug_handle=step.debug_id,
+            )
         if computed is not None and len(computed) != len(step.outputs):
             computed = None
         total = _working_elements(step.op, args) * 8

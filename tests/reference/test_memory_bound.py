@@ -174,3 +174,35 @@ def test_results_whose_meta_shapes_differ_from_the_cpu_kernels_are_not_refused(o
             break
     assert disagreements, "no case whose meta shapes differ from the declared ones: the test proves nothing"
     assert all(o.ok for o in outcomes), [(o.category, o.message, o.detail) for o in outcomes if not o.ok]
+
+
+def test_results_past_sizing_are_refused_before_running():
+    """Fuzz seeds 27352, 49187, 59132: repeat's counts of 10**14 give results whose size overflows
+    ATen's shape rules ("Storage size calculation overflowed"); the kernel then tried to allocate
+    them and failed against the address-space limit. Refused before running instead."""
+    from conformance.api import (
+        BackendError,
+        BackendExecutionContext,
+        BackendInitContext,
+        Error,
+        EValue,
+        FreeableBuffer,
+        MemoryAllocator,
+        NamedDataMap,
+    )
+    from reference_backend import ReferenceRuntime
+
+    call, _ = HOSTILE["repeat"]
+    honest, shapes = _blob(call)
+    program = blob.read(honest)
+    (ins,) = program.instructions
+    data = blob.write(dataclasses.replace(program, instructions=(dataclasses.replace(ins, args=(ins.args[0], (2**40, 2**40))),)))
+    runtime = ReferenceRuntime()
+    handle = runtime.init(BackendInitContext(MemoryAllocator(1 << 20), named_data_map=NamedDataMap()), FreeableBuffer(data), [])
+    try:
+        with pytest.raises(BackendError) as info:
+            runtime.execute(BackendExecutionContext(MemoryAllocator(1 << 26)), handle, [EValue(np.zeros(s, d)) for s, d in shapes])
+    finally:
+        runtime.destroy(handle)
+    assert info.value.error is Error.MemoryAllocationFailed, info.value
+    assert "refused before running" in info.value.message and "overflow" in info.value.message, info.value.message
