@@ -115,7 +115,8 @@ BOUND_KINDS: Mapping[str, str] = MappingProxyType(
         "interpolation": "a weighted sum of ``taps`` input elements of one plane with weights of signs the op chooses "
         "(sum |w| <= ``weight_sum``): |error| <= gamma(taps + 2) * weight_sum * max |x| over the plane",
         "relative": "a product of n factors, or a sum of n terms of one sign (a vector norm's powers): every term's "
-        "magnitude is in the result, |error| <= gamma(n + 2) * |e|",
+        "magnitude is in the result, |error| <= |e| (gamma(n + 2) + u |ln |e||), the last term for a root's "
+        "exponent 1/p rounded",
         "moments": "mean and variance of n elements, then (x - mean) * rstd * weight + bias (var, layer_norm, "
         "group_norm): the mean within gamma(n + 1) * mean |x|, the sum of squared deviations within "
         "gamma(n + 3) * S + 2 n dmean mean |x - mean| + n dmean^2 (two passes or Welford, any order), rstd and "

@@ -517,7 +517,13 @@ def linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):  # 
         )
     a = np.abs(as_array(x, out).astype(acc))
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        if p == 0:
+        explicit_0d = x.ndim == 0 and dim is not None and np.size(dim) > 0
+        if p != 0 and math.prod(x.shape[i] for i in axes) == 1 and not explicit_0d:
+            # one element per output: eager returns |x| for every ord but 0 (no power, so nothing
+            # under- or overflows: the 2-norm of a 0-d 1e-20 is 1e-20 in float32, where squaring gives 0),
+            # except a 0-d input given a dim ([0], -1): that one goes through the powers (measured)
+            result = np.sum(a, axis=axes, keepdims=keepdim)
+        elif p == 0:
             result = np.sum(a != 0, axis=axes, keepdims=keepdim, dtype=float64)
         elif p == math.inf:
             result = np.max(a, axis=axes, keepdims=keepdim)
