@@ -159,17 +159,17 @@ def bench(session: nox.Session) -> None:
 
 
 MARKDOWN_LINK = r"\]\(([^)\s]+)\)"
-"""A Markdown link's target: the part the docs session checks in the pages outside docs/."""
+"""A Markdown link's target: what the docs session checks in README.md."""
 
 
 def _check_links_into_docs(session: nox.Session, site: str) -> None:
-    """Every relative link of README.md and reports/README.md names a file that exists; one into docs/
-    names a page MkDocs built and, with a #fragment, a heading that page has (mkdocs checks docs/ itself)."""
+    """Every relative link of README.md names a file that exists; one into docs/ names a page MkDocs
+    built and, with a #fragment, a heading that page has (mkdocs checks the links of docs/ itself)."""
     import re
     from pathlib import Path
 
     broken = []
-    for page in (Path("README.md"), Path("reports/README.md")):
+    for page in (Path("README.md"),):
         for target in re.findall(MARKDOWN_LINK, page.read_text(encoding="utf-8")):
             if re.match(r"[a-z]+:", target) or target.startswith("#"):
                 continue

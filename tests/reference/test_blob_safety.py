@@ -225,7 +225,7 @@ def test_a_blob_whose_arguments_ask_for_gigabytes_is_refused_before_the_kernel_a
 
 
 def test_a_short_seeded_fuzz_of_the_runtime_finds_nothing_but_backend_errors():
-    """The fuzzer of `nox -s fuzz` (100,000 blobs, figures in README), on 300 seeds."""
+    """The fuzzer of `nox -s fuzz` (100,000 blobs, figures in docs/performance.md), on 300 seeds."""
     from tests.reference.fuzz_blobs import fuzz
 
     report = fuzz(300, jobs=1, chunk=300, first_seed=10_000_000)
