@@ -9,6 +9,7 @@ nothing installed would pull a multi-GB CUDA build.
     nox -s certify -- executorch-xnnpack   # real backends: installs the executorch extra itself
     nox -s certify_real                 # every real backend into reports/ (about an hour)
     nox -s bench                        # reference kernels vs eager, ratios
+    nox -s scaling                      # certify's wall time by worker count, and the model's
     nox -s docs                         # the documentation site, strict, into site/
 """
 
@@ -124,6 +125,14 @@ def tests_thorough(session: nox.Session) -> None:
     """The reference against eager with the thorough hypothesis profile (hours: a nightly job)."""
     _install(session)
     session.run("python", "-m", "pytest", "tests/reference", "-n", "auto", "--hypothesis-profile", "thorough")
+
+
+@nox.session(python=PYTHON)
+def scaling(session: nox.Session) -> None:
+    """Wall time of `certify reference` at 1, 2, 4 ... workers up to the cores, beside the list-scheduling
+    model's prediction (and 16): nox -s scaling -- [--profile core-fp32] [--old-tree DIR]."""
+    _install(session)
+    session.run("python", "benchmarks/scaling.py", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -206,6 +206,7 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
     for report_dir in report_dirs.values():
         _check_output(out, report_dir, ns.baseline)
     baseline = _load_json(ns.baseline, "baseline") if ns.baseline else None  # before the old report goes
+    durations = _durations_snapshot(ns, report_dirs[names[0]], baseline)  # likewise
     for report_dir in report_dirs.values():
         results_dir = report_dir / "results"
         if not shard:
@@ -229,7 +230,7 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
     run = invocation.Run(
         backends=tuple(names), profile=profile.name, profile_file=definition, out=out, hypothesis_profile=ns.hypothesis_profile,
         specs_dir=Path(ns.specs) if ns.specs else None, cache=ns.cache_dir, shard=ns.shard, timeout=ns.timeout, hard_timeout=hard,
-        plugins=tuple(dict.fromkeys(p for b in backends for p in b.pytest_plugins)),
+        plugins=tuple(dict.fromkeys(p for b in backends for p in b.pytest_plugins)), durations=durations,
     )
     env = invocation.environment()
     started = time.perf_counter()
@@ -352,6 +353,29 @@ def _say(outcome) -> None:
         print(f"conformance: the run's time budget was spent; {len(outcome.not_run)} check(s) of the {outcome.tag} phase not run", file=sys.stderr)
     for note in outcome.notes:
         print(f"conformance: {note}", file=sys.stderr)
+
+
+def _durations_snapshot(ns: argparse.Namespace, report_dir: Path, baseline: dict | None) -> Path | None:
+    """The measured durations that order this run (conformance.scheduling), copied into the run's
+    logs before the previous report is removed; None keeps the default order."""
+    from conformance import scheduling
+
+    choice = ns.durations_from
+    if choice == "none":
+        return None
+    if choice is not None:
+        if not Path(choice).is_file():
+            raise UsageError(f"--durations-from {choice}: no such file (a report.json of an earlier run, or 'none')")
+        measured = scheduling.read_durations(Path(choice))
+        if not measured:
+            raise UsageError(f"--durations-from {choice}: holds no check durations (a report.json has them under results[].duration_s)")
+    else:
+        measured = scheduling.read_durations(report_dir / "report.json") or (scheduling.durations_of(baseline) if baseline else {})
+    if not measured:
+        return None
+    snapshot = report_dir / "logs" / "durations.json"
+    scheduling.write_durations(snapshot, measured)
+    return snapshot.resolve()
 
 
 def _shard_tag(text: str | None) -> str:
@@ -664,6 +688,9 @@ def parser() -> argparse.ArgumentParser:
                    "(default: $XDG_CACHE_HOME/torch-backend-conformance)")
     c.add_argument("--budget", type=float, default=DEFAULT_BUDGET, help=f"seconds the whole run may take; checks left then are recorded not run (default {DEFAULT_BUDGET})")
     c.add_argument("--shard", default=None, metavar="I/N", help="run shard I of N; merge shards with `merge`")
+    c.add_argument("--durations-from", default=None, metavar="REPORT",
+                   help="a report.json whose check durations order this run longest first (default: the backend's "
+                        "previous report in --output, else --baseline; 'none' keeps contract checks first)")
     c.add_argument("--baseline", default=None, help="report.json of a previous run: also compare every check's category and timing with it; "
                    "exit 6 on a regression (the verdict is printed and gives 1 when not certified)")
     c.add_argument("--sign", default=None, metavar="KEY.pem", help="sign report.json with this Ed25519 private key (PEM; make a pair: "

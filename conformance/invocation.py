@@ -45,6 +45,8 @@ class Run:
     hard_timeout: float = 250.0
     plugins: tuple[str, ...] = ()
     """The backends' own pytest plugin modules (BackendUnderTest.pytest_plugins)."""
+    durations: Path | None = None
+    """Measured check durations (conformance.scheduling) that order the checks longest first."""
 
     def common(self) -> list[str]:
         args = [*CLOSED_RUN_PLUGINS, "--pyargs", "conformance.checks"]
@@ -61,6 +63,8 @@ class Run:
             args += ["--conformance-cache", self.cache]
         if self.shard:
             args += ["--conformance-shard", self.shard]
+        if self.durations is not None:
+            args += ["--conformance-durations", str(self.durations)]
         args += ["--hypothesis-profile", self.hypothesis_profile]
         args += ["--timeout", str(self.timeout), "-o", "timeout_func_only=true"]  # never interrupt pytest's own reporting
         args += ["-p", "no:cacheprovider", "-o", "addopts=", "-o", "python_files=test_*.py", "--rootdir", str(Path.cwd())]

@@ -42,7 +42,7 @@ from typing import Any
 
 import pytest
 
-from conformance import seal, supervision, transport
+from conformance import scheduling, seal, supervision, transport
 from conformance.report.model import result_id
 from conformance.results import CHECK_PARAMETERS, CLAUSE_FAMILIES, CaseResult, Category, CheckFailure
 
@@ -92,6 +92,13 @@ def pytest_addoption(parser):
         default=None,
         metavar="FILE",
         help="run only the checks whose node ids FILE lists, one per line (the supervisor's resume runs)",
+    )
+    group.addoption(
+        "--conformance-durations",
+        default=None,
+        metavar="FILE",
+        help="run the checks longest first by the durations FILE holds (a report.json or a snapshot certify writes); "
+        "default: contract checks first, then NUM",
     )
     group.addoption(
         "--conformance-hard-timeout",
@@ -442,10 +449,17 @@ def pytest_collection_modifyitems(session, config, items):
         (keep if selected else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
-    # The contract checks first, the NUM checks after: a few contract checks take seconds (PRE-008
-    # waits for two fresh processes), and at the end of a run under pytest-xdist the worker left
-    # with one of them would keep the other cores idle. The NUM checks are many and short.
-    items[:] = sorted(keep, key=lambda item: (_clause_of(item) or "").startswith("NUM-"))
+    # Longest first (conformance.scheduling): at the end of a run under pytest-xdist the worker left
+    # with a long check would keep the other cores idle. Without measured durations, the contract
+    # checks first: a few take seconds (PRE-008 waits for two fresh processes), the NUM checks are
+    # many and short.
+    keep.sort(key=lambda item: (_clause_of(item) or "").startswith("NUM-"))
+    durations = config.getoption("conformance_durations")
+    if durations:
+        measured = scheduling.read_durations(Path(durations))
+        if measured:
+            keep = [keep[n] for n in scheduling.longest_first([result_id(_meta(i)) for i in keep], measured)]
+    items[:] = keep
 
 
 @pytest.hookimpl(trylast=True)
