@@ -151,7 +151,7 @@ def serialize(program) -> bytes:
 def _with_complete_ranges(program):
     import copy
 
-    from torch.utils._sympy.value_ranges import ValueRanges
+    from conformance.compat.torch import value_range
 
     missing = {}
     for node in program.graph.nodes:
@@ -163,7 +163,7 @@ def _with_complete_ranges(program):
             for symbol in size.node.expr.free_symbols:
                 if symbol not in program.range_constraints and symbol not in missing:
                     known = shape_env.var_to_range.get(symbol) if shape_env is not None else None
-                    missing[symbol] = known if known is not None else ValueRanges(0, int(2**63 - 1))
+                    missing[symbol] = known if known is not None else value_range(0, int(2**63 - 1))
     if not missing:
         return program
     fixed = copy.copy(program)  # shares graph and weights; only the range table is new

@@ -32,8 +32,9 @@ Three things the harness program needs before ExecuTorch takes it:
      program that is already functional, static-shaped core ATen with no target
      in the table, each call only re-traces the graph: 75-90% of a lowering. The
      private copy's ``run_decompositions`` returns the program itself when
-     ``retrace_is_identity`` proves the call would decompose nothing
-     (``_NoRetraceProgram``); everything else runs as ExecuTorch wrote it.
+     ``compat.torch.retrace_is_identity`` proves the call would decompose nothing
+     (``executorch_compat.without_redundant_retraces``, where its version check
+     holds); everything else runs as ExecuTorch wrote it.
      tests/adapters/test_executorch.py lowers NUM programs of thirteen of the
      executorch profile's ops, every contract program and a batch both ways and
      compares the .pte, payload, debug handle map, named data and refusal
@@ -76,6 +77,9 @@ from typing import Any
 
 from conformance.api import BackendError, CompileSpec, DataEntry, Error, NamedDataStoreOutput
 from conformance.api.ops import op_name
+from conformance.compat import torch as compat_torch
+
+from . import executorch_compat
 
 DYNAMIC_DIM_BOUND = 16
 """Upper bound given to each unbounded dynamic size (never below the export hint)."""
@@ -102,7 +106,7 @@ class LoweringStats:
     disk_hits: int = 0
     disk_writes: int = 0
     retraces_skipped: int = 0
-    """``run_decompositions`` calls answered with the program itself (``retrace_is_identity``)."""
+    """``run_decompositions`` calls answered with the program itself (``compat.torch.retrace_is_identity``)."""
     retraces_run: int = 0
 
 
@@ -155,9 +159,6 @@ def fingerprint(program, compile_specs: Sequence[CompileSpec], flavour: str) -> 
 
 def prepared_copy(program):
     """A private copy with harness handles in ``meta["custom"]`` and every dynamic size bounded."""
-    from torch.utils._sympy.numbers import int_oo
-    from torch.utils._sympy.value_ranges import ValueRanges
-
     exported = copy.deepcopy(program)
     shape_envs = set()
     for node in exported.graph.nodes:
@@ -175,10 +176,10 @@ def prepared_copy(program):
         for sym, hint in getattr(env, "backed_var_to_val", getattr(env, "var_to_val", {})).items():
             hints[sym] = hint
     for sym, vr in list(exported.range_constraints.items()):
-        if getattr(vr.upper, "is_Integer", False) and vr.upper is not int_oo:
+        if not compat_torch.is_unbounded(vr.upper):
             continue  # already bounded
         upper = max(int(hints.get(sym, 0)), DYNAMIC_DIM_BOUND)
-        bounded = ValueRanges(vr.lower, upper)
+        bounded = compat_torch.value_range(vr.lower, upper)
         exported.range_constraints[sym] = bounded
         for env in shape_envs:
             if sym in env.var_to_range:
@@ -245,9 +246,7 @@ def _describe(ops: list[str]) -> str:
 
 def refusal_from(exc: Exception) -> BackendError | None:
     """ExecuTorch's own clean refusals as BackendError(NotSupported); None for anything else."""
-    from torch._export.verifier import SpecViolationError
-
-    if isinstance(exc, SpecViolationError):
+    if compat_torch.is_spec_violation(exc):
         text = " ".join(str(exc).split())
         return BackendError(Error.NotSupported, f"ExecuTorch's Edge dialect verifier refuses the program: {text[:600]}")
     return None
@@ -257,86 +256,11 @@ def refusal_from(exc: Exception) -> BackendError | None:
 # Re-tracing that changes nothing
 
 
-def retrace_is_identity(program, table) -> bool:
-    """Whether ``program.run_decompositions(table)`` could only re-trace ``program``.
-
-    True when the graph is already what the call produces: every call_function
-    target an ATen operator overload (or ``getitem``) with a functional schema, not
-    in ``table`` and not a CompositeImplicitAutograd op torch decomposes whatever
-    the table says (``_is_preservable_cia_op``); no input or buffer mutation to
-    functionalize; static shapes (no range constraints, so no guards to re-derive);
-    no submodules. Anything else gets the real call.
-    """
-    import torch
-    from torch._export.utils import _is_cia_op, _is_preservable_cia_op
-    from torch.export.graph_signature import OutputKind
-
-    if program.range_constraints:
-        return False
-    if any(spec.kind is not OutputKind.USER_OUTPUT for spec in program.graph_signature.output_specs):
-        return False
-    for node in program.graph.nodes:
-        if node.op in ("call_module", "get_attr"):
-            return False
-        if node.op != "call_function" or node.target is operator.getitem:
-            continue
-        target = node.target
-        if not isinstance(target, torch._ops.OpOverload) or target._schema.is_mutable:
-            return False
-        if _is_cia_op(target) and not _is_preservable_cia_op(target):
-            return False
-        if _decomposes(table, target):
-            return False
-    return True
-
-
-def _decomposes(table, op) -> bool:
-    """``op in table``, without materializing a CustomDecompTable (that collects every
-    CompositeImplicitAutograd op of every namespace: ~70 ms per call)."""
-    from torch._export.utils import _is_aten_op, _is_preservable_cia_op
-    from torch.export.decomp_utils import CustomDecompTable
-
-    if table is None:
-        table = _default_table()
-    if not isinstance(table, CustomDecompTable):
-        return op in table
-    if op in table.decomp_table:
-        return True
-    # Its constructor loads every aten entry; materialize() adds the preservable CIA ops of
-    # other namespaces that were not deleted (torch/export/decomp_utils.py).
-    if table.has_materialized or _is_aten_op(op):
-        return False
-    return _is_preservable_cia_op(op) and op not in table.deleted_custom_ops
-
-
-@functools.cache
-def _default_table():
-    import torch
-
-    return torch.export.default_decompositions()
-
-
-@functools.cache
-def _no_retrace_type():
-    """ExportedProgram whose ``run_decompositions`` returns the program itself when it would
-    only re-trace it. Only ever the class of the private copy this module lowers."""
-    from torch.export import ExportedProgram
-
-    class _NoRetraceProgram(ExportedProgram):
-        def run_decompositions(self, decomp_table=None, decompose_custom_triton_ops=False):
-            if not decompose_custom_triton_ops and retrace_is_identity(self, decomp_table):
-                STATS.retraces_skipped += 1
-                return self
-            STATS.retraces_run += 1
-            return super().run_decompositions(decomp_table, decompose_custom_triton_ops)
-
-    return _NoRetraceProgram
-
-
-def without_redundant_retraces(exported):
-    """``exported`` (a private copy), its ``run_decompositions`` skipping calls that change nothing."""
-    exported.__class__ = _no_retrace_type()
-    return exported
+def _count_retrace(skipped: bool) -> None:
+    if skipped:
+        STATS.retraces_skipped += 1
+    else:
+        STATS.retraces_run += 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,9 +290,7 @@ class Lowered:
     def template(self):
         """XNNPACK: the PTEFile the delegate payload is embedded in at init (deserialized on first use)."""
         if self._template is None and self.pte:
-            from executorch.exir._serialize._program import deserialize_pte_binary
-
-            self._template = deserialize_pte_binary(self.pte)
+            self._template = executorch_compat.deserialize_pte(self.pte)
         return self._template
 
     def named_output(self) -> NamedDataStoreOutput | None:
@@ -710,7 +632,7 @@ def _dhm(raw) -> dict[int, tuple[int, ...]]:
 
 def _private_copy(program, skip_retraces: bool):
     exported = prepared_copy(program)
-    return without_redundant_retraces(exported) if skip_retraces else exported
+    return executorch_compat.without_redundant_retraces(exported, _count_retrace) if skip_retraces else exported
 
 
 # ---------------------------------------------------------------------------------------------

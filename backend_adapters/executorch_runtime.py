@@ -53,6 +53,8 @@ from conformance.api import (
 )
 from conformance.api.tensors import to_numpy, to_torch
 
+from . import executorch_compat
+
 _CODE = re.compile(r"error(?: code)?:? ?0x:?([0-9a-fA-F]+)")  # "error 0x12"; load_program says "error: 0x:23"
 TEMPLATE_ENTRIES = 512
 PTE_IDENTIFIER = b"ET12"
@@ -180,7 +182,6 @@ TEMPLATES = _Templates()
 
 def embed(template, payload: bytes, named_data_map) -> bytes:
     """The template program with ``payload`` as its delegate data and named data from the map."""
-    from executorch.exir._serialize._program import PTEFile, serialize_pte_binary
     from executorch.exir.schema import BackendDelegateInlineData
 
     program = copy.copy(template.program)
@@ -202,8 +203,7 @@ def embed(template, payload: bytes, named_data_map) -> bytes:
                 buffer.free()
             entries[key] = dataclasses.replace(entry, buffer_index=len(buffers) - 1)
         named = dataclasses.replace(named, buffers=buffers, pte_data=entries, external_data={})
-    pte = PTEFile(program=program, mutable_data=template.mutable_data, named_data=named)
-    return bytes(serialize_pte_binary(pte, extract_delegate_segments=True, segment_alignment=128))
+    return executorch_compat.serialize_pte(program, template.mutable_data, named)
 
 
 # ---------------------------------------------------------------------------------------------

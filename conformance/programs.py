@@ -38,6 +38,7 @@ from conformance.api.ops import op_name
 from conformance.api.scalar_type import torch_dtype
 from conformance.api.tensors import to_torch
 from conformance.call import DTYPE_ATTRIBUTES, Call, Tensor
+from conformance.compat import torch as compat_torch
 
 PROGRAM_FORMAT = 4
 """Bump when the way programs are built changes, to invalidate disk caches.
@@ -54,8 +55,9 @@ class HarnessError(RuntimeError):
 # Modules
 
 
-_LIBRARIES = {"quantized_decomposed": "torch.ao.quantization.fx._decomposed"}
-"""Operator namespaces that torch.ops has only once a Python module has defined them (torch.library)."""
+_LIBRARIES = {"quantized_decomposed": "torch.ao.quantization.quantize_fx"}
+"""Operator namespaces that torch.ops has only once a Python module has defined them (torch.library), and
+a public module that defines them on import (quantize_fx imports torch.ao.quantization.fx._decomposed)."""
 
 
 def _resolve_op(name: str):
@@ -76,15 +78,11 @@ def _resolve_op(name: str):
 def core_aten() -> frozenset[str]:
     """Every overload of the installed torch tagged ``torch.Tag.core``, as ``aten.op.overload``.
 
-    Read from every registered ``aten::`` schema: iterating ``dir(torch.ops.aten)`` misses the
-    packets torch.ops creates lazily on first access."""
+    Read from every registered ``aten`` overload (``compat.torch.aten_overload_names``)."""
     import torch
 
     names = set()
-    for schema in torch._C._jit_get_all_schemas():
-        if not schema.name.startswith("aten::"):
-            continue
-        name = f"aten.{schema.name[len('aten::'):]}.{schema.overload_name or 'default'}"
+    for name in compat_torch.aten_overload_names():
         try:
             overload = _resolve_op(name)
         except HarnessError:
@@ -205,7 +203,6 @@ def assign_debug_handles(program) -> None:
 def export_module(module, example_inputs: Sequence[Any], *, dynamic: bool, keep: Sequence[str] = ()):
     """torch.export + (only if needed) run_decompositions, keeping ``keep`` undecomposed."""
     import torch
-    import torch.fx.experimental._config as fx_config
     from torch.export import Dim
 
     dynamic_shapes = None
@@ -214,7 +211,7 @@ def export_module(module, example_inputs: Sequence[Any], *, dynamic: bool, keep:
         if getattr(module, "VARARGS", False):
             dynamic_shapes = (dynamic_shapes,)  # forward(*inputs) binds all inputs to one parameter
     # Size-oblivious: sizes 0 and 1 do not specialize, so one program serves every size.
-    with fx_config.patch(backed_size_oblivious=dynamic):
+    with compat_torch.size_oblivious(dynamic):
         program = torch.export.export(module, tuple(example_inputs), dynamic_shapes=dynamic_shapes, strict=False)
     keep_set = set(keep)
     if not all(_is_core(n.target, keep_set) for n in program.graph.nodes if n.op == "call_function"):
@@ -469,7 +466,7 @@ def program_for(
     """
     inputs = [t.value for t in call.inputs()]
     if not export:
-        from_eager = like is not None and eager_describes_outputs(_resolve_op(call.op), like.returned)
+        from_eager = like is not None and compat_torch.builds_programs() and eager_describes_outputs(_resolve_op(call.op), like.returned)
         exported = build_program(call, like=like.returned if from_eager else None)
         return Program(exported, inputs, op=call.op, description=call.describe(), outputs_from_eager=from_eager)
     cache = cache or default_cache()
@@ -576,14 +573,20 @@ def build_program(call: Call, *, like: Any = None):
     outputs' values are then FakeTensors of eager's sizes, strides and dtypes instead of the meta
     kernel's outputs, which cost more than the rest of the program (Python reference
     implementations for most ops); ``meta_program`` tells whether the two programs are the same.
+
+    Where ``compat.torch.builds_programs()`` does not hold (a torch the builder was not tested on, or
+    CONFORMANCE_COMPAT=public), the program is torch.export's own, with static shapes, through the
+    program cache, and ``like`` is not used.
     """
+    if not compat_torch.builds_programs():
+        return program_for(call, export=True, dynamic=False).exported
     op = _resolve_op(call.op)
     if _returns_data_dependent_scalar(op):
         return _build_program(call, op, like, _symbolic_fake_mode())
     try:
         return _build_program(call, op, like, _fake_mode())
     except Exception as exc:
-        if not _sized_at_run_time(exc):
+        if not compat_torch.sized_at_run_time(exc):
             raise
     # An output whose size depends on the input's values (nonzero; index with a bool mask): an
     # unbacked size, bounded by the program's range constraint, as torch.export gives it; the input
@@ -627,7 +630,7 @@ def _build_program(call: Call, op, like: Any, mode):
         real_inputs.append(to_torch(tensor.value))
         input_specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(name=node.name), target=None))
         nodes[id(tensor)] = node
-        fakes[node.name] = _fake_like(mode, real_inputs[-1])
+        fakes[node.name] = compat_torch.fake_like(mode, real_inputs[-1])
 
     def as_node(a):
         if isinstance(a, Tensor):
@@ -645,7 +648,7 @@ def _build_program(call: Call, op, like: Any, mode):
     if like is None:
         out = _fake_outputs(mode, op, tuple(args), kwargs)
     else:
-        out = pytree.tree_map_only(torch.Tensor, lambda t: _fake_like(mode, t), like)
+        out = pytree.tree_map_only(torch.Tensor, lambda t: compat_torch.fake_like(mode, t), like)
     target.meta["val"] = out
     if isinstance(out, (list, tuple)):
         # One getitem per element, as tracing makes them: an undefined output's (None) has no user.
@@ -683,8 +686,7 @@ def _build_program(call: Call, op, like: Any, mode):
 
         # torch.export's tracing made (and dropped) a first size node and comparison of each bound, so
         # the nodes its runtime asserts name in their messages are the second: sym_size_int_1, ge_1
-        for name in ("sym_size_int", "ge", "le"):
-            program.graph._graph_namespace.create_name(name, None)
+        compat_torch.reserve_node_names(program.graph, ("sym_size_int", "ge", "le"))
         insert_deferred_runtime_asserts(program.graph_module, shape_env, "built", export=True)
     assign_debug_handles(program)
     return program
@@ -724,10 +726,7 @@ def _symbolic_fake_mode():
     """A FakeTensorMode with its own ShapeEnv, for one program whose output is data-dependent (a Scalar
     read from the data, a size computed from it): a fresh one each time, so the program's symbol is u0
     (zuf0 for a float), as torch.export names it."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
-
-    return FakeTensorMode(shape_env=ShapeEnv())
+    return compat_torch.fake_tensor_mode(symbolic=True)
 
 
 def assemble(graph, signature, state: dict, real_inputs: list, out: Any, range_constraints: dict | None = None):
@@ -736,15 +735,11 @@ def assemble(graph, signature, state: dict, real_inputs: list, out: Any, range_c
     (a data-dependent output size's, ``build_program``), the module
     call graph of a module called with the user inputs as positional arguments, returning ``out``.
 
-    Its GraphModule generates its Python code when first used (torch.fx's ``_LazyGraphModule``,
-    which Inductor uses for the same reason): a backend that reads ``graph_module.code``, calls
-    the module or pickles it gets what an eager GraphModule gives; one that walks the graph,
-    as most do, does not pay for code generation (a third of building a program)."""
+    Constructed by ``compat.torch.exported_program``: where its private route holds, the GraphModule
+    generates its Python code when first used and export's Verifier is not run at construction."""
     import torch
-    import torch.export.exported_program as exported_program
     import torch.utils._pytree as pytree
-    from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
-    from torch.fx._lazy_graph_module import _LazyGraphModule
+    from torch.export.exported_program import ModuleCallEntry, ModuleCallSignature
 
     in_spec = pytree.tree_flatten((tuple(real_inputs), {}))[1]
     out_spec = pytree.tree_flatten(out)[1]
@@ -753,37 +748,17 @@ def assemble(graph, signature, state: dict, real_inputs: list, out: Any, range_c
     # ... is not functional"), so a graph holding one says what torch.export says.
     mutable = any(isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
                   for n in graph.nodes if n.op == "call_function")  # fmt: skip
-    if mutable:
-        from torch._export.verifier import TrainingIRVerifier
-    with _LAZY_LOCK:
-        eager = exported_program._create_graph_module_for_export
-        exported_program._create_graph_module_for_export = _LazyGraphModule
-        # Nor is the graph run through export's Verifier here (a tenth of building a program): every
-        # graph built so is the one torch.export gives, which tests/harness/test_programs.py shows,
-        # and validates, call for call. A backend calling ``validate()`` runs it as usual.
-        validate, ExportedProgram.validate = ExportedProgram.validate, _no_validation
-        try:
-            return ExportedProgram(
-                root=torch.nn.Module(),
-                graph=graph,
-                graph_signature=signature,
-                state_dict=state,
-                range_constraints=dict(range_constraints or {}),
-                module_call_graph=[ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec))],
-                example_inputs=(tuple(real_inputs), {}),
-                constants={},
-                verifiers=[TrainingIRVerifier] if mutable else None,
-            )
-        finally:
-            exported_program._create_graph_module_for_export = eager
-            ExportedProgram.validate = validate
-
-
-_LAZY_LOCK = threading.Lock()
-
-
-def _no_validation(self) -> None:
-    """ExportedProgram.validate while ``assemble`` makes a program."""
+    return compat_torch.exported_program(
+        root=torch.nn.Module(),
+        graph=graph,
+        graph_signature=signature,
+        state_dict=state,
+        range_constraints=dict(range_constraints or {}),
+        module_call_graph=[ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec))],
+        example_inputs=(tuple(real_inputs), {}),
+        constants={},
+        verifiers=compat_torch.training_ir_verifiers() if mutable else None,
+    )
 
 
 @dataclass
@@ -900,16 +875,6 @@ def split_outputs(batch: BatchProgram, outputs: Sequence[Any]) -> list[list[np.n
     return out
 
 
-def _fake_like(mode, tensor):
-    """``mode.from_tensor(tensor)`` for a fresh CPU tensor (no storage offset, not a parameter),
-    without describing and converting the real tensor: a FakeTensor over an empty meta tensor
-    of the same sizes, strides and dtype (what from_tensor makes, in a fifth of the time)."""
-    import torch
-
-    meta = torch.empty_strided(tuple(tensor.shape), tuple(tensor.stride()), dtype=tensor.dtype, device="meta")
-    return mode.fake_tensor_converter.from_meta_and_device(mode, meta, tensor.device)
-
-
 @functools.cache
 def _returns_fresh_tensors(op) -> bool:
     """Whether ``op`` returns new tensors whose sizes follow from its inputs' sizes and its arguments:
@@ -949,18 +914,7 @@ def output_capacities(exported) -> list[tuple[int, ...] | None]:
     return capacities
 
 
-def _sized_at_run_time(exc: BaseException) -> bool:
-    """Whether the builder refused a call because an output's size depends on the input's values
-    (FakeTensorMode's DynamicOutputShapeException, possibly wrapped)."""
-    from torch._subclasses.fake_tensor import DynamicOutputShapeException
-
-    while exc is not None:
-        if isinstance(exc, DynamicOutputShapeException):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
-
-
+@functools.cache
 def _outputs_follow_from_inputs(op) -> bool:
     """An ATen overload (not a prim) whose outputs follow from its inputs' metadata and arguments:
     not data-dependent, random or an in-place view, no device or out argument, no view returned."""
@@ -1049,103 +1003,10 @@ def _output_meta(exported) -> list[tuple]:
     ]
 
 
-@functools.cache
 def _meta_kernel(op):
-    """What FakeTensorMode runs for ``op`` on CPU FakeTensors, as a function of meta tensors that
-    gives the same outputs, or None where no such function stands in for it.
-
-    Where FakeTensorMode's own decision (fake_tensor.py, ``_dispatch_impl``) ends in the op's meta
-    kernel, that is the op itself on meta tensors; where it ends in a Python decomposition from
-    torch._decomp (grid_sampler_2d, the upsample ops, the norms' backward) or in the op's
-    CompositeImplicitAutograd decomposition, it is that decomposition on meta tensors. Each
-    decomposition is dozens of ATen calls, and FakeTensorMode's dispatch of each (its cache key,
-    its argument checks) costs more than the meta kernel it ends in: a grid_sampler_2d costs 24 ms
-    through FakeTensorMode, 2 ms on meta tensors. None for an op whose outputs are views or depend
-    on values, an op with a special fake rule or fake kernel, and a kernel that reads its inputs'
-    device (on meta tensors it would take another branch than on CPU FakeTensors).
-    tests/harness/test_programs.py holds every op spec's calls to FakeTensorMode's outputs."""
-    import torch
-    from torch._decomp import decomposition_table, meta_table
-    from torch._subclasses.fake_impls import op_implementations_checks
-    from torch._subclasses.fake_tensor import torch_decomp_decompositions
-
-    if not _outputs_follow_from_inputs(op):
-        return None  # a view among them: FakeTensorMode's output shares its input's storage
-    if any(check(op) for check, _ in op_implementations_checks):
-        return None
-    try:
-        if torch._library.simple_registry.singleton.find(op.name()).fake_impl.kernel:
-            return None
-    except AttributeError:
-        return None
-    # FakeTensorMode's order: a Python meta kernel or a C++ one taking symbolic sizes; else a Python
-    # decomposition from torch._decomp; else a CompositeImplicitAutograd decomposition; else the
-    # op's meta kernel through the dispatcher
-    composite = torch._C.DispatchKey.CompositeImplicitAutograd
-    if op in meta_table or _fake_mode().cpp_meta_supports_symint(op):
-        kernel, reads_device = op, _meta_kernel_reads_device(meta_table.get(op))
-    elif op in decomposition_table and torch_decomp_decompositions(op):
-        kernel = decomposition_table[op]
-        reads_device = _decomposition_reads_device(kernel)
-    elif composite in op.py_kernels or torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), composite):
-        # in C++: its device logic, if any, is the dispatcher's, the same for both
-        kernel, reads_device = op.decompose, False
-    else:
-        kernel, reads_device = op, _meta_kernel_reads_device(meta_table.get(op))
-    return None if reads_device else kernel
-
-
-def _meta_kernel_reads_device(kernel) -> bool:
-    """Whether a Python meta kernel branches on its inputs' device (torch._meta_registrations'
-    device_hint): on meta tensors it takes another branch than on CPU FakeTensors (the FFT ops lay
-    their outputs out as the device's FFT library does: _fft_r2c of a 2 x 2 float32 over [0, 1] has
-    strides (1, 2) on meta tensors and (2, 1) on CPU, as eager)."""
-    import inspect
-
-    try:
-        return kernel is not None and "device_hint" in inspect.getsource(kernel)
-    except (OSError, TypeError):
-        return True  # no source to read: the slow path is the faithful one
-
-
-_DEVICE_BRANCHES_ALIKE = frozenset({
-    # Its CPU branch unbinds stacks of t (slices with t's sizes and strides), the other computes the
-    # same four weights elementwise from t: tensors laid out alike, so the bicubic modes of
-    # grid_sampler_2d and upsample_bicubic2d lay out their outputs alike on CPU and meta tensors.
-    "_upsample_get_cubic_coefficients",
-})
-"""Functions of torch._decomp that test their tensors' device in a way that changes no output's sizes,
-strides or dtype (``_decomposition_reads_device``; tests/harness/test_programs.py holds it call by call)."""
-
-
-def _decomposition_reads_device(function, _seen: set | None = None) -> bool:
-    """Whether a Python decomposition tells a CPU tensor from a meta one, itself or in a function of
-    torch._decomp it calls (the batch norm decompositions do, in native_batch_norm_helper: on CPU
-    the saved statistics of an evaluation are empty and in the input's dtype). A test for another
-    device (grid_sampler_2d's ``a.device.type in ("cuda", "xpu")``) is false on both."""
-    import inspect
-
-    seen = set() if _seen is None else _seen
-    function = inspect.unwrap(function)
-    if id(function) in seen or function.__name__ in _DEVICE_BRANCHES_ALIKE:
-        return False
-    seen.add(id(function))
-    try:
-        lines = inspect.getsource(function).splitlines()
-    except (OSError, TypeError):
-        return True  # no source to read: the slow path is the faithful one
-    for i, line in enumerate(lines):
-        if "device_hint" in line or ".is_cpu" in line:
-            return True
-        if ".device.type" in line or "device_type" in line or ".device ==" in line or ".device !=" in line:
-            around = " ".join(lines[i : i + 2])
-            compared = any(c in around for c in ("==", "!=", " in "))
-            if not compared or any(name in around for name in ('"cpu"', "'cpu'", '"meta"', "'meta'")):
-                return True
-    code = getattr(function, "__code__", None)
-    called = (function.__globals__.get(name) for name in (code.co_names if code else ()))
-    return any(_decomposition_reads_device(f, seen) for f in called
-               if inspect.isfunction(f) and f.__module__.startswith("torch._decomp"))
+    """What FakeTensorMode runs for ``op`` on CPU FakeTensors, as a function of meta tensors that gives
+    the same outputs, or None where no such function stands in for it (``compat.torch.meta_kernel``)."""
+    return compat_torch.meta_kernel(op, _fake_mode(), _outputs_follow_from_inputs(op))
 
 
 def _fake_outputs(mode, op, args: tuple, kwargs: dict):
@@ -1165,7 +1026,7 @@ def _fake_outputs(mode, op, args: tuple, kwargs: dict):
     fake_args, fake_kwargs = pytree.tree_map(to_fake, args), pytree.tree_map(to_fake, kwargs)
     kernel = _meta_kernel(op)
     if fakes and all(f.device.type == "cpu" for f in fakes) and kernel is not None:
-        convert = mode.fake_tensor_converter.from_meta_and_device
+        convert = compat_torch.fake_from_meta
         cpu = torch.device("cpu")
         # The outputs follow from the inputs' metadata and the other arguments alone (_meta_kernel):
         # a call repeating them repeats its outputs (the edge set's calls of one shape differ in values).
@@ -1246,9 +1107,7 @@ def _fake_mode():
     Its dispatch cache stays on: the drawn calls themselves hardly ever repeat (481 distinct among
     493 meta kernel calls of a shard), but the ops of a Python decomposition do (upsample_bicubic2d's
     meta outputs took 43 ms a call without the cache, 13 ms with it)."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    return FakeTensorMode()
+    return compat_torch.fake_tensor_mode()
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from conformance import case as core
 from conformance import replay
 from conformance.api.scalar_type import dtype_name, is_floating
 from conformance.api.tensors import INPUT_LAYOUTS, describe_layout, layout_applies, one_strided
+from conformance.compat.hypothesis import without_database_key
 from conformance.driver import Driver
 from conformance.programs import HarnessError, batch_program, split_outputs
 from conformance.results import Category, CheckFailure, FailureKind, FailureSummary, KindCount
@@ -610,9 +611,8 @@ def _drawn(case: _Case, strategy, op: str, dtype: str, current, limit: int, draw
             reject()
         drawn["count"] += 1
 
-    # No example database (database=None), so no database key: hypothesis would otherwise hash the
-    # source of ``example`` (inspect.getsource, tokenize) on every check to make one it never uses.
-    example._hypothesis_internal_database_key = None
+    # No example database (database=None), so no database key to make (compat.hypothesis)
+    without_database_key(example)
     try:
         example()
     except _EnoughRefusals:

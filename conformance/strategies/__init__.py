@@ -82,12 +82,14 @@ def calls(spec, dtype: str, op: str | None = None) -> st.SearchStrategy[Call]:
 def _skipping_constants(draw):
     """``draw``, except that a plain ``st.just(value)`` gives its value without a draw: the edge set's
     directives force most of a call that way, and each draw costs hypothesis a span of its own
-    while it chooses nothing (the choice sequence, hence every drawn call, stays the same)."""
-    from hypothesis.strategies._internal.misc import JustStrategy
+    while it chooses nothing (the choice sequence, hence every drawn call, stays the same;
+    ``compat.hypothesis.plain_just``)."""
+    from conformance.compat.hypothesis import plain_just
 
     def drawing(strategy, label=None):
-        if type(strategy) is JustStrategy and not strategy._transformations:
-            return strategy.value
+        plain, value = plain_just(strategy)
+        if plain:
+            return value
         return draw(strategy) if label is None else draw(strategy, label=label)
 
     return drawing

@@ -55,8 +55,7 @@ from random import Random
 from types import MappingProxyType
 from typing import Any
 
-from hypothesis.control import BuildContext
-from hypothesis.internal.conjecture.data import ConjectureData
+from conformance.compat.hypothesis import NoDraw, draw_seeded
 
 LARGE_ELEMENTS = 65_536
 """The large edge case holds at least this many elements."""
@@ -237,9 +236,8 @@ def draw_directed(strategy, directive: Directive, *key: Any) -> tuple[Any, set[s
     signature never consumed) when the directive does not apply to this op.
 
     The unforced choices come from a Random seeded by ``key`` and the directive's label, so
-    the same op, dtype and directive give the same call in every process. This drives
-    hypothesis' own ConjectureData directly (one draw, no test engine): hypothesis is pinned
-    in pyproject.toml and tests/harness/test_directed.py guards the internals this relies on.
+    the same op, dtype and directive give the same call in every process
+    (``compat.hypothesis.draw_seeded``).
 
     A case other than ``empty`` whose call holds a zero-size tensor compares nothing: it is drawn
     again with another seed, up to NONEMPTY_TRIES times, and does not apply ("nonempty") if every
@@ -258,14 +256,15 @@ def draw_directed(strategy, directive: Directive, *key: Any) -> tuple[Any, set[s
 
 def _draw_once(strategy, directive: Directive, key: tuple, attempt: int) -> tuple[Any, set[str]]:
     seed = _seed(*key, directive.label) if attempt == 0 else _seed(*key, directive.label, attempt)
-    data = ConjectureData(random=Random(seed), max_choices=1_000_000)
-    with _directing(directive) as state, BuildContext(data, is_final=True, wrapped_test=None):
-        try:
-            call = data.draw(strategy)
-        except BaseException as exc:  # a forced value the signature cannot build on (a filter it never passes)
-            if type(exc).__name__ in ("StopTest", "UnsatisfiedAssumption", "Frozen", "InvalidArgument"):
-                return None, {"draw"}
-            raise
+
+    def build(draw):
+        with _directing(directive) as state:
+            return draw(strategy), state
+
+    try:
+        call, state = draw_seeded(build, seed)
+    except NoDraw:  # a forced value the signature cannot build on (a filter it never passes)
+        return None, {"draw"}
     missing = directive.required() - state.consumed
     if directive.kind != "values" and not call.tensors():
         # A call without tensor arguments (rand, empty, full: sizes and scalars) has no data for the

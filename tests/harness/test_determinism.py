@@ -3,7 +3,8 @@
 Hypothesis 6.170 draws, now and then, constants it scans out of every local module loaded in
 the process; which modules a pytest-xdist worker has loaded depends on which checks it ran
 before, i.e. on load. conformance.strategies.profiles.register() makes hypothesis draw from its
-global constants only. Proof: the same strategies under the same seed and settings, drawn in a
+global constants only, where conformance.compat.hypothesis.draw_only_global_constants takes its
+private route (with CONFORMANCE_COMPAT=public it does not, and the proof is skipped). Proof: the same strategies under the same seed and settings, drawn in a
 fresh process and in one that first imports a local module full of integer and float
 literals, give the same calls, value for value.
 """
@@ -19,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from conformance import compat
+from conformance.compat import hypothesis as compat_hypothesis
 from conformance.strategies import profiles
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,7 +90,8 @@ def _local_module(directory: Path) -> None:
 def _draws(mode: str, local: Path, *, patched: bool = True) -> dict[str, list[str]]:
     script = DRAW
     if not patched:  # the proof's control: register() without the fix
-        script = script.replace("profiles.register()", "profiles.draw_only_global_constants = lambda: None\nprofiles.register()")
+        script = script.replace("profiles.register()",
+                                "profiles.compat_hypothesis.draw_only_global_constants = lambda: False\nprofiles.register()")
     env = dict(os.environ)
     done = subprocess.run(
         [sys.executable, "-c", script, mode, str(local), json.dumps(CASES), str(EXAMPLES)],
@@ -107,6 +111,7 @@ def local(tmp_path_factory) -> Path:
     return directory
 
 
+@pytest.mark.skipif(compat.forced_public(), reason="CONFORMANCE_COMPAT=public: hypothesis' local constants stay on")
 def test_draws_do_not_depend_on_the_modules_a_process_has_loaded(local):
     plain = _draws("plain", local)
     loaded = _draws("with-local-constants", local)
@@ -123,26 +128,43 @@ def test_without_the_fix_the_same_draws_do_depend_on_them(local):
     assert plain != loaded
 
 
+@pytest.mark.skipif(compat.forced_public(), reason="CONFORMANCE_COMPAT=public: the fix is not applied")
 def test_the_fix_is_in_place_in_this_process_and_idempotent():
     from hypothesis.internal.conjecture import providers
 
     profiles.register()  # tests/conftest.py has registered already: a second call changes nothing
-    profiles.draw_only_global_constants()
+    assert compat_hypothesis.draw_only_global_constants()
     constants = providers._get_local_constants()
     assert len(constants) == 0
     assert getattr(providers._get_local_constants, "_conformance_global_only", False)
 
 
-def test_a_changed_hypothesis_internal_fails_loudly(monkeypatch):
+def test_a_changed_hypothesis_internal_takes_the_public_fallback(monkeypatch, caplog):
+    """A hypothesis whose internals are not the tested ones is not patched: draws stay valid (the public
+    route), the fallback is logged, and nothing raises."""
     from hypothesis.internal.conjecture import providers
 
     monkeypatch.delattr(providers, "_get_local_constants")
-    with pytest.raises(profiles.HypothesisInternalsChanged, match=r"hypothesis .* changed the internals"):
-        profiles.draw_only_global_constants()
+    compat._decided.cache_clear()
+    try:
+        with caplog.at_level("WARNING", logger="conformance.compat"):
+            assert compat_hypothesis.draw_only_global_constants() is False
+        assert compat.forced_public() or "_get_local_constants" in caplog.text
+    finally:
+        monkeypatch.undo()
+        compat._decided.cache_clear()
 
 
-def test_hypothesis_is_pinned_to_the_series_the_fix_was_checked_against():
+def test_the_private_route_is_taken_only_on_the_tested_hypothesis_series(monkeypatch):
     import hypothesis
 
-    assert hypothesis.__version__.startswith(profiles.CHECKED_SERIES + "."), hypothesis.__version__
-    assert f"hypothesis>={profiles.CHECKED_SERIES},<" in (ROOT / "pyproject.toml").read_text()
+    compat._decided.cache_clear()
+    compat_hypothesis._tested.cache_clear()
+    try:
+        monkeypatch.setattr(hypothesis, "__version__", "6.171.0")
+        assert compat_hypothesis.draw_only_global_constants() is False
+    finally:
+        monkeypatch.undo()
+        compat._decided.cache_clear()
+        compat_hypothesis._tested.cache_clear()
+    assert compat_hypothesis.draw_only_global_constants() is not compat.forced_public()

@@ -31,6 +31,7 @@ from conformance.api import BackendError
 from conformance.api.ops import op_name
 from conformance.call import Call, Tensor
 from conformance.checks import _support as support
+from conformance.compat import torch as compat_torch
 from conformance.driver import Driver
 from conformance.programs import (
     HarnessError,
@@ -227,6 +228,7 @@ def test_the_meta_outputs_of_a_call_are_reused_only_for_the_same_metadata_and_ar
     assert _output_meta(other) == [((1, 3), (3, 1), torch.float32)]
 
 
+@pytest.mark.skipif(not compat_torch.builds_programs(), reason="programs are exported (compat.torch.builds_programs)")
 def test_a_built_program_generates_its_code_when_first_used():
     """The built program's GraphModule compiles its code lazily (programs.assemble): what a backend
     reads or runs of it is what an eager GraphModule gives (code, forward, module(), a deep copy)."""
