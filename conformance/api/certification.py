@@ -75,6 +75,8 @@ applies exactly (conformance/latitudes.py; specs/README.md, "Declared latitude")
 declaration the strict semantics hold."""
 
 REFUSAL_KINDS = ("empty", "0-d", "rank N", "mixed dtypes", "broadcasting", "large", "one-tensor list")
+_DEVICE = re.compile(r"[a-z][a-z0-9_]*(:\d+)?")
+"""A torch device name: its type, and optionally its index (``torch.device``'s string form)."""
 _REFUSAL_KIND = re.compile(r"empty|0-d|rank \d+|mixed dtypes|broadcasting|large|one-tensor list")
 
 
@@ -234,6 +236,12 @@ class BackendUnderTest:
     its debug_handle_map names exactly the nodes it delegated. The whole-program checks (MOD, QNT)
     ask for it after a refusal and report the delegated fraction, never counting what ran outside
     as the backend's pass; the NUM and contract checks never pass it."""
+    device: str = "cpu"
+    """The torch device the backend computes on, as ``torch.device`` spells it (``"cpu"``, ``"cuda"``,
+    ``"cuda:1"``). Inputs and outputs stay host NumPy arrays at the contract boundary whatever it is;
+    the performance checks wait for the device's queued work before each timed region starts and
+    before it ends (an accelerator returns from a launch before the work is done), and the report
+    says which device the timings are of."""
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -249,3 +257,8 @@ class BackendUnderTest:
         object.__setattr__(self, "pytest_plugins", tuple(self.pytest_plugins))
         if self.family not in FAMILIES:
             raise ValueError(f"BackendUnderTest {self.name!r}: family must be one of {FAMILIES}, got {self.family!r}")
+        if not isinstance(self.device, str) or not _DEVICE.fullmatch(self.device):
+            raise ValueError(
+                f"BackendUnderTest {self.name!r}: device must be a torch device name such as 'cpu', 'cuda' or 'cuda:1', "
+                f"got {self.device!r}"
+            )

@@ -5,9 +5,16 @@ ratios. Never part of the verdict: ``conformance diff`` gates regressions. Timin
 under pytest-xdist is unreliable, so the CLI runs this module in its own session
 without workers; under xdist pytest-benchmark disables itself and these checks
 report NOT_APPLICABLE.
+
+A backend on an accelerator (``BackendUnderTest.device``) is timed with the device synchronized
+before each timed region starts and before it stops (``_timing``); eager runs on the same device,
+so "vs eager" compares like with like, and the reference (NumPy) on the CPU. Each result records
+the device its timings are of (``measurements.device``).
 """
 
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 import pytest
@@ -15,6 +22,7 @@ import pytest
 from conformance.driver import Driver
 
 from . import _support as support
+from . import _timing
 
 PROGRAMS = list(support.CONTRACT_PROGRAMS)
 
@@ -23,21 +31,17 @@ def _runner(backend, runner: str):
     return backend if runner == "backend" else support.reference_backend()
 
 
-def _measure(benchmark, result, stage, target, setup=None, teardown=None):
+def _device(backend, runner: str) -> str:
+    """The device a runner computes on: the backend's for the backend and eager, the CPU for the reference."""
+    return _timing.CPU if runner == "reference" else backend.device
+
+
+def _measure(benchmark, result, stage, target, setup=None, teardown=None, device=_timing.CPU):
     result.set(stage=stage)
     if benchmark.disabled:
         result.not_applicable("pytest-benchmark is disabled in this session (xdist or --benchmark-disable)")
-    benchmark.pedantic(target, setup=setup, teardown=teardown, rounds=_rounds(benchmark), warmup_rounds=1)
-    stats = benchmark.stats.stats
-    result.set(
-        timings={
-            "median_ms": stats.median * 1e3,
-            "min_ms": stats.min * 1e3,
-            "mean_ms": stats.mean * 1e3,
-            "stddev_ms": stats.stddev * 1e3,
-            "rounds": stats.rounds,
-        }
-    )
+    timings = _timing.time_rounds(benchmark, target, setup=setup, teardown=teardown, rounds=_rounds(benchmark), device=device)
+    result.set(timings=timings, measurements={"device": device})
 
 
 def _rounds(benchmark) -> int:
@@ -65,7 +69,8 @@ def _accepting(backend, runner, program_name, result):
 def test_PERF_001_preprocess_latency(backend, result, benchmark, program, runner):
     driver, contract, _ = _accepting(backend, runner, program, result)
     copies = []
-    _measure(benchmark, result, "preprocess", lambda: driver.preprocess(copies.pop()), setup=lambda: copies.append(contract.fresh()))
+    _measure(benchmark, result, "preprocess", lambda: driver.preprocess(copies.pop()), setup=lambda: copies.append(contract.fresh()),
+             device=_device(backend, runner))
 
 
 @pytest.mark.stage("init")
@@ -80,6 +85,7 @@ def test_PERF_002_init_latency(backend, result, benchmark, program, runner):
         "init",
         lambda: handles.append(driver.init(out)),
         teardown=lambda: driver.destroy(handles.pop()),
+        device=_device(backend, runner),
     )
 
 
@@ -90,20 +96,21 @@ def test_PERF_003_execute_latency(backend, result, benchmark, program, runner):
     import torch
 
     expected = list(support.expected_for(program))
+    device = _device(backend, runner)
     if runner == "eager":
         contract = support.contract_program(program)
-        module = contract.module
-        inputs = [torch.from_numpy(np.array(a)) for a in contract.inputs]
+        module = contract.module if device == _timing.CPU else copy.deepcopy(contract.module).to(device)
+        inputs = [torch.from_numpy(np.array(a)).to(device) for a in contract.inputs]
 
         def run_eager():
             with torch.no_grad():
                 module(*inputs)
 
-        _measure(benchmark, result, "execute", run_eager)
+        _measure(benchmark, result, "execute", run_eager, device=device)
         return
     driver, contract, out = _accepting(backend, runner, program, result)
     loaded = driver.init(out)
     try:
-        _measure(benchmark, result, "execute", lambda: driver.execute(loaded, contract.inputs, expected))
+        _measure(benchmark, result, "execute", lambda: driver.execute(loaded, contract.inputs, expected), device=device)
     finally:
         driver.destroy(loaded)

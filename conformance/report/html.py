@@ -42,6 +42,7 @@ from conformance.report.markdown import (
     QUANTIZED_COLUMNS,
     model_table,
     op_dtype_matrix,
+    performance_devices,
     performance_gaps,
     performance_table,
     quantized_table,
@@ -527,6 +528,7 @@ def _performance(report: Mapping[str, Any]) -> dict[str, Any]:
     rows = performance_table(report)
     return {
         "gaps": performance_gaps(report),
+        "devices": performance_devices(report) if rows else None,
         "chart": perf_chart(rows) if rows else None,
         "rows": [(p, s, *(_fmt(v) for v in (b, ref, eag)), *(_fmt(v, "×") for v in (rr, re))) for p, s, b, ref, eag, rr, re in rows],
     }

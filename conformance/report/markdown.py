@@ -194,10 +194,13 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
         lines += ["✅ pass · ❌ mismatch · ⛔ stage failure · ⚠️ contract violation · 💥 crash · ⏱ timeout · — not supported · ❓ inconclusive", ""]
     perf = performance_table(report)
     gaps = performance_gaps(report)
+    devices = performance_devices(report)
     if gaps and not perf:
         lines += ["## Performance", "", gaps, ""]
     if perf:
         lines += ["## Performance (median, backend / reference and backend / eager)", ""]
+        if devices:
+            lines += [_cell(devices), ""]
         if gaps:
             lines += [gaps, ""]
         lines += [
@@ -358,6 +361,25 @@ def performance_gaps(report: Mapping[str, Any]) -> str | None:
         parts.append(f"{', '.join(sorted(programs))}: {why}")
     return ("No backend timing for the performance program(s) " + "; ".join(parts)
             + ". PERF times only the contract programs (specs/interface.toml, PERF-001..003) a backend takes.")
+
+
+PERF_RUNNERS = ("backend", "reference", "eager")
+
+
+def performance_devices(report: Mapping[str, Any]) -> str | None:
+    """Which device each runner's timings are of (the PERF results' ``measurements.device``), where
+    one is not the CPU; None for a run timed on the CPU alone (or measured before results named it)."""
+    devices: dict[str, set[str]] = defaultdict(set)
+    for r in records(report["results"]):
+        device = (r.measurements or {}).get("device") if r.family == "PERF" and r.category is Category.PASS else None
+        if device:
+            devices[str(r.runner)].add(safe.plain(device, 40))
+    if all(d == "cpu" for found in devices.values() for d in found):
+        return None
+    order = sorted(devices, key=lambda runner: (PERF_RUNNERS.index(runner) if runner in PERF_RUNNERS else len(PERF_RUNNERS), runner))
+    where = "; ".join(f"{runner} on {', '.join(sorted(devices[runner]))}" for runner in order)
+    return (f"Timed {where}. Off the CPU, each timed region starts after the device has finished its queued work and "
+            "ends only when the device has finished the region's (synchronized before the clock starts and before it stops).")
 
 
 def performance_table(report: Mapping[str, Any]) -> list[tuple]:

@@ -207,6 +207,7 @@ def backend_info(backend, requested: str | None = None) -> dict[str, Any]:
         "not_applicable": {clause: clean_text(why) for clause, why in sorted(manifest.not_applicable.items())},
         "refuses": {op: list(kinds) for op, kinds in sorted(manifest.refuses.items())},
         **({"latitudes": list(manifest.latitudes)} if getattr(manifest, "latitudes", ()) else {}),
+        **({"device": clean_text(backend.device, 40)} if getattr(backend, "device", "cpu") != "cpu" else {}),
         "source": _source(requested or backend.name),
     }
 
