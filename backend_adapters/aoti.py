@@ -1,4 +1,6 @@
-"""AOTInductor (``torch._inductor.aoti_compile_and_package`` / ``aoti_load_package``) as a BackendUnderTest.
+"""AOTInductor (``torch._inductor.aoti_compile_and_package`` / ``aoti_load_package``) as the
+BackendUnderTests ``torch-aoti`` (CPU: C++ kernels) and ``torch-aoti-cuda`` (the current CUDA
+device: Triton kernels and cuBLAS/cuDNN calls).
 
 The delegate mapping:
 
@@ -23,17 +25,28 @@ The delegate mapping:
   wrong dtype and reads a wrongly shaped one out of bounds (reports/notes/aoti.md).
 - ``destroy`` drops the runner.
 
+On a CUDA device (``backend("cuda")``) preprocess compiles a copy of the program moved onto the
+device (``_device.move_program``: AOTInductor generates code for the device its weights and
+example inputs are on), the cache key adds the device's compute capability (a package holds
+kernels built for one architecture), init loads the package on that device, and execute copies
+the host inputs there and the outputs back: the contract's boundary stays host NumPy arrays.
+Where no CUDA device exists, building the backend is refused (``_device.require``) before anything
+runs.
+
 AOTInductor keeps no debug handles: its generated code does not carry the
 program's ``node.meta["debug_handle"]``, so ``debug_handle_map`` is None and the
 DBG clauses are declared not applicable in the manifest.
 
-Claims are data, all literal: ``backend_adapters/claims/torch-aoti.toml`` (every spec'd op
-in every dtype, resolved through ``conformance.specs``; the not-applicable clauses with
-their reasons).
+Claims are data, all literal: ``backend_adapters/claims/torch-aoti.toml`` and
+``torch-aoti-cuda.toml`` (every spec'd op in every dtype, resolved through ``conformance.specs``;
+the not-applicable clauses with their reasons, shared in ``_aoti-family.toml``; on CUDA the
+numerical latitudes its kernels take).
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import os
 import re
@@ -54,7 +67,7 @@ from conformance.api import (
     PreprocessResult,
 )
 
-from . import _claims, _exported
+from . import _claims, _device, _exported
 
 NAME = "torch-aoti"
 CHECK_INPUTS_ENV = "AOTI_RUNTIME_CHECK_INPUTS"
@@ -88,11 +101,17 @@ def cache_enabled() -> bool:
     return os.environ.get("AOTI_CACHE", "1") != "0"
 
 
-def cache_key(serialized: bytes) -> str:
+def cache_key(serialized: bytes, device: str = "cpu") -> str:
+    """The package's cache name: the program's fingerprint, the torch version, the compile options and,
+    off the CPU, the device's architecture (the CPU's key leaves it out, so CPU caches stay valid)."""
     import torch
 
     h = hashlib.sha256()
-    for part in (f"aoti-cache-{CACHE_FORMAT}", torch.__version__, repr(sorted(COMPILE_OPTIONS.items()))):
+    parts = [f"aoti-cache-{CACHE_FORMAT}", torch.__version__, repr(sorted(COMPILE_OPTIONS.items()))]
+    if device != "cpu":
+        major, minor = torch.cuda.get_device_capability(device)
+        parts.append(f"cuda sm_{major}{minor}")
+    for part in parts:
         h.update(part.encode())
         h.update(b"\0")
     h.update(serialized)
@@ -146,13 +165,14 @@ def program_fingerprint(program) -> bytes:
     return b"fingerprint:" + h.digest()
 
 
-def compile_package(program) -> bytes:
-    """The .pt2 package of ``program``: from the disk cache, or compiled (and cached)."""
+def compile_package(program, device: str = "cpu") -> bytes:
+    """The .pt2 package of ``program`` for ``device``: from the disk cache, or compiled (and cached).
+    ``program`` is left as it was (a device other than the CPU compiles a moved copy)."""
     import time
 
     import torch
 
-    key = cache_key(program_fingerprint(program))
+    key = cache_key(program_fingerprint(program), device)
     cached = cache_root() / f"{key}.pt2"
     if cache_enabled() and cached.exists():
         with _lock:
@@ -161,6 +181,8 @@ def compile_package(program) -> bytes:
     workdir = Path(tempfile.mkdtemp(prefix="aoti-compile-"))
     try:
         start = time.perf_counter()
+        if device != "cpu":
+            program = _device.move_program(copy.deepcopy(program), device, _device.backend_name(NAME, device))
         try:
             path = torch._inductor.aoti_compile_and_package(
                 program, package_path=str(workdir / "model.pt2"), inductor_configs=dict(COMPILE_OPTIONS) or None
@@ -194,6 +216,22 @@ class AotiDetails(BackendDetails):
         return PreprocessResult(processed_bytes=compile_package(edge_program))
 
 
+@functools.cache
+def details(device: str = "cpu") -> type[BackendDetails]:
+    """The ahead-of-time half compiling for ``device`` (``"cpu"``: :class:`AotiDetails`)."""
+    if device == "cpu":
+        return AotiDetails
+
+    class OnDevice(AotiDetails):
+        @staticmethod
+        def preprocess(edge_program, compile_specs):
+            return PreprocessResult(processed_bytes=compile_package(edge_program, device))
+
+    OnDevice.__name__ = OnDevice.__qualname__ = f"AotiDetails[{device}]"
+    OnDevice.__doc__ = f"Ahead of time: aoti_compile_and_package of the program moved to {device}, cached on disk by program hash."
+    return OnDevice
+
+
 @dataclass
 class AotiHandle:
     runner: Any
@@ -208,15 +246,20 @@ _INPUT_CHECK = re.compile(r"input_handles\[\d+\]|expected inputs vector size")
 
 
 class AotiRuntime(BackendInterface):
-    """At run time: the package loaded with aoti_load_package, called per execute."""
+    """At run time: the package loaded with aoti_load_package on ``device`` (``"cpu"``, or a CUDA
+    device as ``_device.require`` names it: ``"cuda:0"``), called per execute."""
+
+    def __init__(self, device: str = "cpu"):
+        self.device = device
 
     def is_available(self) -> bool:
         try:
+            import torch
             import torch._inductor  # noqa: F401
             from torch._inductor import aoti_load_package  # noqa: F401
         except Exception:
             return False
-        return True
+        return self.device == "cpu" or torch.cuda.is_available()
 
     def init(self, context, processed, compile_specs):
         import torch
@@ -229,7 +272,8 @@ class AotiRuntime(BackendInterface):
         path = directory / "model.pt2"
         path.write_bytes(blob)
         try:
-            runner = torch._inductor.aoti_load_package(str(path))
+            index = torch.device(self.device).index
+            runner = torch._inductor.aoti_load_package(str(path), device_index=-1 if index is None else index)
             in_spec, out_spec = _call_spec(runner)
         except BackendError:
             shutil.rmtree(directory, ignore_errors=True)
@@ -260,7 +304,7 @@ class AotiRuntime(BackendInterface):
         for i, arg in enumerate(args[: handle.inputs]):
             value = getattr(arg, "value", None)
             if isinstance(value, np.ndarray):
-                inputs.append(to_torch(value))
+                inputs.append(to_torch(value) if self.device == "cpu" else to_torch(value).to(self.device))
             elif isinstance(value, (bool, int, float)):
                 inputs.append(value)
             else:
@@ -273,7 +317,7 @@ class AotiRuntime(BackendInterface):
             code = Error.InvalidArgument if _INPUT_CHECK.search(str(exc)) else Error.Internal
             raise BackendError(code, f"the AOTInductor runner raised {type(exc).__name__}: {text}") from None
         results = list(result) if isinstance(result, (list, tuple)) else [result]
-        _exported.write_outputs(results, args[handle.inputs :])
+        _exported.write_outputs(results, args[handle.inputs :])  # to_numpy copies a device tensor to the host
         return Error.Ok
 
     def destroy(self, handle):
@@ -298,37 +342,49 @@ def _first_line(exc: BaseException) -> str:
     return (text.splitlines() or [""])[0][:500]
 
 
-def manifest() -> Manifest:
+def manifest(device: str = "cpu") -> Manifest:
     """claims/torch-aoti.toml: the whole spec (Inductor lowers every ATen op or calls its kernel), and the
-    clauses without debug handles or a fixed version field, with the reasons."""
-    return _claims.load(NAME).manifest()
+    clauses without debug handles or a fixed version field, with the reasons; on CUDA
+    claims/torch-aoti-cuda.toml: the same, and the numerical latitudes its kernels take."""
+    return _claims.load(_device.backend_name(NAME, device)).manifest()
 
 
-def _version() -> str:
+def _version(device: str = "cpu") -> str:
     import torch
 
-    return f"torch {torch.__version__} (AOTInductor, CPU, {CHECK_INPUTS_ENV}={os.environ.get(CHECK_INPUTS_ENV, '1')})"
+    return f"torch {torch.__version__} (AOTInductor, {_device.describe(device)}, {CHECK_INPUTS_ENV}={os.environ.get(CHECK_INPUTS_ENV, '1')})"
 
 
-def backend() -> BackendUnderTest:
-    """The entry point ``torch-aoti``."""
+def backend(device: str = "cpu") -> BackendUnderTest:
+    """The entry point ``torch-aoti`` (``device`` "cpu"), or AOTInductor on another device: "cuda" (the
+    current CUDA device, the entry point ``torch-aoti-cuda``) or "cuda:N". DiscoveryError, before
+    anything runs, where the machine has no such device."""
     from conformance.discovery import DiscoveryError
 
+    name = _device.backend_name(NAME, device)
+    device = _device.require(NAME, device)  # before importing Inductor (seconds): a refusal is immediate
     try:
         import torch._inductor  # noqa: F401
         from torch._inductor import aoti_compile_and_package, aoti_load_package  # noqa: F401
     except ImportError as exc:
-        raise DiscoveryError(f"torch-aoti needs torch>=2.6 with AOTInductor ({exc}); install it with: pip install torch") from None
+        raise DiscoveryError(f"{name} needs torch>=2.6 with AOTInductor ({exc}); install it with: pip install torch") from None
     if shutil.which(os.environ.get("CXX", "g++")) is None and shutil.which("c++") is None:
-        raise DiscoveryError("torch-aoti compiles C++: it needs a C++ compiler; install it with: apt-get install g++")
+        raise DiscoveryError(f"{name} compiles C++: it needs a C++ compiler; install it with: apt-get install g++")
     os.environ.setdefault(CHECK_INPUTS_ENV, "1")
+    on = "CPU" if device == "cpu" else f"{device} (Triton kernels; inputs and outputs host arrays)"
     return BackendUnderTest(
-        name=NAME,
-        details=AotiDetails,
-        runtime=AotiRuntime(),
-        version=_version(),
-        manifest=manifest(),
-        description="AOTInductor: ExportedProgram compiled to a .pt2 package (C++ shared library) and run on CPU",
+        name=name,
+        details=details(device),
+        runtime=AotiRuntime(device),
+        version=_version(device),
+        manifest=manifest(device),
+        description=f"AOTInductor: ExportedProgram compiled to a .pt2 package (C++ shared library) and run on {on}",
         family="delegate",
-        profile="aoti-sample",  # every program is a C++ compile (tens of seconds): a cached sample
+        profile="aoti-sample",  # every program is a compile (tens of seconds): a cached sample
+        device=device,
     )
+
+
+def cuda_backend() -> BackendUnderTest:
+    """The entry point ``torch-aoti-cuda``: :func:`backend` on the current CUDA device."""
+    return backend("cuda")

@@ -1,4 +1,5 @@
-"""PyTorch eager on CPU behind the delegate contract, as the BackendUnderTest ``torch-eager``.
+"""PyTorch eager behind the delegate contract: the BackendUnderTests ``torch-eager`` (CPU) and
+``torch-eager-cuda`` (the current CUDA device).
 
 Issue 27: a backend that computes exactly what PyTorch eager computes must certify, so every
 check it fails is a defect of the harness, the reference or the spec, never of the backend.
@@ -31,11 +32,20 @@ The delegate mapping:
 - ``destroy`` drops the handle's reference to the loaded program; the handle is refused from then on
   (RT-006, RT-019).
 
+On a CUDA device (``backend("cuda")``, the entry point ``torch-eager-cuda``) the contract's boundary
+stays where it is: inputs and outputs are host NumPy arrays. ``init`` moves the loaded program onto
+the device once (its weights, constants and the device arguments of its factory calls:
+``_device.move_program``), so a handle's weights live there as a delegate's do after init;
+``execute`` copies the inputs to the device, interprets the module there and copies the results
+back into the host outputs. Where no CUDA device exists, building the backend is refused
+(``_device.require``) before anything runs: it never certifies the CPU under the CUDA name.
+
 The runtime and temp allocators are not used: eager allocates from c10's CPU allocator, and
 RT-014 accepts a runtime that succeeds without that memory.
 
 Claims are data: ``backend_adapters/claims/torch-eager.toml`` (the "full" profile's ops, every
-dtype, and the blob's version field).
+dtype, and the blob's version field) and ``torch-eager-cuda.toml`` (the same, and the numerical
+latitudes CUDA's kernels take).
 """
 
 from __future__ import annotations
@@ -62,7 +72,7 @@ from conformance.api import (
     PreprocessResult,
 )
 
-from . import _claims, _exported
+from . import _claims, _device, _exported
 
 NAME = "torch-eager"
 MAGIC = b"TEGR"
@@ -312,14 +322,18 @@ entries, ``<eval_with_key>.N``): about 3 kB per load that no destroy can give ba
 distinct blob once, as a compilation cache would, grows with the programs it has seen, not with
 its init/destroy cycles; the cache is bounded so that destroyed programs' weights do not pile up."""
 
-_loaded: OrderedDict[bytes, Loaded] = OrderedDict()
+_loaded: OrderedDict[tuple[bytes, str], Loaded] = OrderedDict()
+"""By (blob digest, device)."""
 
 
-def _load(names: list[str], bool_outputs: list[int], dropped: int, archive: bytes, digest: bytes) -> Loaded:
+def _load(names: list[str], bool_outputs: list[int], dropped: int, archive: bytes, digest: bytes, device: str = "cpu") -> Loaded:
+    key = (digest, device)
     with _load_lock:
-        loaded = _loaded.get(digest)
+        loaded = _loaded.get(key)
         if loaded is None:
             program = _exported.deserialize(archive)
+            if device != "cpu":
+                program = _device.move_program(program, device, _device.backend_name(NAME, device))
             try:
                 signature = _exported.signature(program)
                 module = program.module()
@@ -337,10 +351,10 @@ def _load(names: list[str], bool_outputs: list[int], dropped: int, archive: byte
                     f"{NAME} blob: bool_outputs {bool_outputs} or dropped_outputs {dropped} name outputs the program does not have",
                 )
             signature = replace(signature, outputs=signature.outputs - dropped)
-            loaded = _loaded[digest] = Loaded(module, signature, ids, tuple(bool_outputs), dropped)
+            loaded = _loaded[key] = Loaded(module, signature, ids, tuple(bool_outputs), dropped)
             while len(_loaded) > LOADED_CACHE_SIZE:
                 _loaded.popitem(last=False)
-        _loaded.move_to_end(digest)
+        _loaded.move_to_end(key)
         return loaded
 
 
@@ -402,22 +416,24 @@ def _interpreter(module, ids: dict, tracer):
 
 
 class EagerRuntime(BackendInterface):
-    """At run time: the unlifted module, interpreted node by node with eager's kernels."""
+    """At run time: the unlifted module, interpreted node by node with eager's kernels on ``device``
+    (``"cpu"``, or a CUDA device as ``_device.require`` names it: ``"cuda:0"``)."""
 
-    def __init__(self):
+    def __init__(self, device: str = "cpu"):
+        self.device = device
         self._live: weakref.WeakSet[EagerHandle] = weakref.WeakSet()
         self._lock = threading.Lock()
 
     def is_available(self) -> bool:
         try:
-            import torch  # noqa: F401
+            import torch
         except ImportError:
             return False
-        return True
+        return self.device == "cpu" or torch.cuda.is_available()
 
     def init(self, context, processed, compile_specs):
         _check_compile_specs(compile_specs)
-        handle = EagerHandle(_load(*read_blob(bytes(processed.data))))
+        handle = EagerHandle(_load(*read_blob(bytes(processed.data)), device=self.device))
         with self._lock:
             self._live.add(handle)
         return handle
@@ -439,11 +455,13 @@ class EagerRuntime(BackendInterface):
         tracer = getattr(context, "event_tracer", None)
         try:
             tensors = [to_torch(a, resizable=True) for a in inputs]  # copies: the caller's arrays stay as they are
+            if self.device != "cpu":
+                tensors = [t.to(self.device) for t in tensors]
             with torch.no_grad():
                 result = _interpreter(loaded.module, loaded.ids, tracer).run(*tensors)
         except BackendError:
             raise
-        except MemoryError as exc:
+        except (MemoryError, torch.OutOfMemoryError) as exc:
             raise BackendError(Error.MemoryAllocationFailed, f"{NAME} execute ran out of memory: {exc}") from None
         except Exception as exc:
             raise BackendError(Error.Internal, f"{NAME} execute failed: {type(exc).__name__}: {exc}") from None
@@ -451,7 +469,7 @@ class EagerRuntime(BackendInterface):
         results = results[: len(results) - loaded.dropped]
         for i in loaded.bool_outputs:
             results[i] = bool(results[i])
-        _exported.write_outputs(results, outputs)
+        _exported.write_outputs(results, outputs)  # to_numpy copies a device tensor to the host
         return Error.Ok
 
     def destroy(self, handle):
@@ -465,19 +483,22 @@ class EagerRuntime(BackendInterface):
 # The entry point
 
 
-def manifest() -> Manifest:
-    """claims/torch-eager.toml: every op of the "full" profile in every dtype, and the blob's version field."""
-    return _claims.load(NAME).manifest()
+def manifest(device: str = "cpu") -> Manifest:
+    """claims/torch-eager.toml: every op of the "full" profile in every dtype, and the blob's version field;
+    on CUDA claims/torch-eager-cuda.toml: the same, and the numerical latitudes CUDA's kernels take."""
+    return _claims.load(_device.backend_name(NAME, device)).manifest()
 
 
-def _version() -> str:
+def _version(device: str = "cpu") -> str:
     import torch
 
-    return f"torch {torch.__version__} (eager, CPU; blob format {FORMAT_VERSION})"
+    return f"torch {torch.__version__} (eager, {_device.describe(device)}; blob format {FORMAT_VERSION})"
 
 
-def backend() -> BackendUnderTest:
-    """The entry point ``torch-eager``."""
+def backend(device: str = "cpu") -> BackendUnderTest:
+    """The entry point ``torch-eager`` (``device`` "cpu"), or this adapter on another device: "cuda" (the
+    current CUDA device, the entry point ``torch-eager-cuda``) or "cuda:N". DiscoveryError, before
+    anything runs, where the machine has no such device."""
     from conformance.discovery import DiscoveryError
 
     try:
@@ -485,13 +506,22 @@ def backend() -> BackendUnderTest:
         import torch.export  # noqa: F401
     except ImportError as exc:
         raise DiscoveryError(f"{NAME} needs torch with torch.export ({exc}); install it with: pip install torch") from None
+    name = _device.backend_name(NAME, device)
+    device = _device.require(NAME, device)
+    where = "on CPU" if device == "cpu" else f"on {device} (inputs and outputs host arrays; program and inputs moved to the device)"
     return BackendUnderTest(
-        name=NAME,
+        name=name,
         details=EagerDetails,
-        runtime=EagerRuntime(),
-        version=_version(),
-        manifest=manifest(),
-        description="PyTorch eager on CPU: the torch.export archive as blob, its unlifted module interpreted node by node",
+        runtime=EagerRuntime(device),
+        version=_version(device),
+        manifest=manifest(device),
+        description=f"PyTorch eager {where}: the torch.export archive as blob, its unlifted module interpreted node by node",
         family="delegate",
         profile="full",
+        device=device,
     )
+
+
+def cuda_backend() -> BackendUnderTest:
+    """The entry point ``torch-eager-cuda``: :func:`backend` on the current CUDA device."""
+    return backend("cuda")
