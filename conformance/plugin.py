@@ -272,10 +272,10 @@ def pytest_timeout_set_timer(item, settings):
     if not _active(item.config) or settings.method != "signal":
         return None
 
-    def on_alarm(signum, frame):
+    def timed_out():
         raise CheckTimedOut(f"Timeout (>{settings.timeout:g}s): the check did not finish in time")
 
-    signal.signal(signal.SIGALRM, on_alarm)
+    signal.signal(signal.SIGALRM, supervision.timeout_handler(timed_out))  # never inside an import
     signal.setitimer(signal.ITIMER_REAL, settings.timeout)
     item.stash[_TIMER_ARMED] = True
     return True

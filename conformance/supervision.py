@@ -29,6 +29,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,6 +126,52 @@ def stage(name: str) -> None:
     if _beacon is not None:
         data = name.encode()[: _BEACON_BYTES - 1]
         _beacon[: len(data) + 1] = data + b"\0"
+
+
+# -- the per-check timeout -------------------------------------------------------------------------
+
+
+IMPORT_GRACE = 120.0
+"""Seconds a check's timeout waits for an import it fell into to finish before it interrupts it anyway
+(a hung import): importing torch._inductor or torch._dynamo on a loaded machine takes tens of seconds."""
+IMPORT_RECHECK = 0.05
+"""Seconds between looks at whether the import a timeout waits for has finished."""
+
+
+def importing(frame) -> bool:
+    """Whether the code ``frame`` runs (a signal handler's interrupted frame) is inside an import:
+    a module's top-level code runs under importlib's ``_bootstrap`` frames."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def timeout_handler(raise_timeout: Callable[[], None], *, grace: float = IMPORT_GRACE, recheck: float = IMPORT_RECHECK):
+    """A SIGALRM handler that calls ``raise_timeout`` (which raises), except while the interrupted code
+    is importing a module: then it re-arms the timer and raises once the import is done (at most
+    ``grace`` seconds later).
+
+    An exception raised inside an import leaves the package half-built: Python drops the package
+    and the module it was running from sys.modules but keeps the submodules that had finished, and
+    importing the package again binds none of them as its attributes. Every later check in the
+    process then fails on the package (a PERF-001 timeout inside ``import torch._dynamo`` made
+    PERF-003 fail with "module 'torch._dynamo' has no attribute 'utils'"; sympy's "no attribute
+    'core'" is the same). A timed-out check ends a little later instead, with the imports whole."""
+    deadline: list[float] = []
+
+    def on_alarm(signum, frame) -> None:
+        if importing(frame):
+            now = time.monotonic()
+            if not deadline:
+                deadline.append(now + grace)
+            if now < deadline[0]:
+                signal.setitimer(signal.ITIMER_REAL, recheck)
+                return
+        raise_timeout()
+
+    return on_alarm
 
 
 # -- markers ---------------------------------------------------------------------------------------

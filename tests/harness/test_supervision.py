@@ -128,3 +128,72 @@ def test_a_journal_with_a_torn_last_line_still_becomes_a_results_document(tmp_pa
     assert [r["id"] for r in document["results"]] == ["test_RT_001_a", "test_RT_002_b"]
     assert "nodeid" not in document["results"][0] and document["run"]["finished"]
     assert complete_documents(tmp_path) == []  # once
+
+
+SLOW_PACKAGE = {
+    "__init__.py": "from .done import VALUE\nfrom . import slow\n",  # binds pkg.done only when done.py loads
+    "done.py": "VALUE = 1\n",
+    "slow.py": "import time\ntime.sleep(1.0)\n",
+}
+TIMED_IMPORT = '''
+import signal, sys, time
+from conformance import supervision
+
+class TimedOut(BaseException):
+    pass
+
+def timed_out():
+    raise TimedOut()
+
+deferring = sys.argv[1] == "deferring"
+signal.signal(signal.SIGALRM, supervision.timeout_handler(timed_out) if deferring else lambda s, f: timed_out())
+signal.setitimer(signal.ITIMER_REAL, 0.2)  # while slow.py sleeps, inside the import of pkg
+start = time.monotonic()
+try:
+    import pkg
+    time.sleep(5)  # the import finished: the deferred timeout ends this wait
+except TimedOut:
+    print("timed out after", round(time.monotonic() - start, 1), "s")
+signal.setitimer(signal.ITIMER_REAL, 0)
+import pkg
+print("pkg.done.VALUE =", pkg.done.VALUE)
+'''
+
+
+def _import_with_a_timeout(tmp_path, handler: str) -> subprocess.CompletedProcess:
+    package = tmp_path / handler / "pkg"
+    package.mkdir(parents=True)
+    for name, text in SLOW_PACKAGE.items():
+        (package / name).write_text(text)
+    path = os.pathsep.join([str(package.parent), str(Path(__file__).resolve().parents[2])])
+    return subprocess.run([sys.executable, "-c", TIMED_IMPORT, handler], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": path})
+
+
+def test_a_timeout_never_leaves_an_import_half_done(tmp_path):
+    """The per-check timeout (supervision.timeout_handler, the plugin's SIGALRM handler) waits for an
+    import it falls into: raised inside one, it leaves the package without the submodules it had
+    already imported (PERF-003 after a PERF-001 timeout: "module 'torch._dynamo' has no attribute
+    'utils'"). The plain handler shows the damage; the deferring one ends the check after the import."""
+    plain = _import_with_a_timeout(tmp_path, "plain")
+    assert "timed out after 0.2 s" in plain.stdout
+    assert "AttributeError: module 'pkg' has no attribute 'done'" in plain.stderr
+
+    deferring = _import_with_a_timeout(tmp_path, "deferring")
+    assert deferring.returncode == 0, deferring.stderr
+    assert "timed out after 1.0 s" in deferring.stdout  # when the import was done, not 4 s later
+    assert "pkg.done.VALUE = 1" in deferring.stdout
+
+
+def test_an_import_is_recognized_by_its_frames(tmp_path, monkeypatch):
+    import inspect
+
+    (tmp_path / "frame_probe.py").write_text("import sys\nFRAME = sys._getframe()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import frame_probe
+
+    try:
+        assert supervision.importing(frame_probe.FRAME)  # a module's top-level code, run by the import
+        assert not supervision.importing(inspect.currentframe())
+    finally:
+        sys.modules.pop("frame_probe", None)
