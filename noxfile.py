@@ -58,7 +58,7 @@ PROFILE_REPORTS = {
     "quantized": ("reference", "executorch-xnnpack", "executorch-portable"),
 }
 """Reports of a profile other than a backend's own, checked in as reports/PROFILE/BACKEND/."""
-SLOW_CHECKS = {"torch-aoti": ["--timeout", "900"]}
+SLOW_CHECKS = {"torch-aoti": ["--timeout", "900"], "torch-aoti-cuda": ["--timeout", "900"]}
 """A NUM check of AOTInductor compiles up to ~10 C++ packages on a cold cache."""
 REAL_BACKENDS = (
     "executorch-xnnpack",
@@ -69,6 +69,15 @@ REAL_BACKENDS = (
     "torchscript-backend-with-compiler-demo",
     "torchscript-test-backend",
 )
+CUDA_BACKENDS = ("torch-eager-cuda", "torch-aoti-cuda")
+"""Real backends that need a CUDA device: certify_real certifies them where torch sees one (their
+reports are produced on a GPU machine), and says it left them out elsewhere."""
+
+
+def _cuda_available(session: nox.Session) -> bool:
+    """Whether torch in the session's environment sees a CUDA device."""
+    out = session.run("python", "-c", "import torch; print(torch.cuda.is_available())", silent=True)
+    return str(out).strip().endswith("True")
 
 
 @nox.session(python=PYTHON)
@@ -110,7 +119,13 @@ def certify_real(session: nox.Session) -> None:
     """Certify every real backend with its own profile into reports/, the models and quantized profiles
     into reports/PROFILE/ (PROFILE_REPORTS), then the scoreboard (~1 h)."""
     _install(session, ".[executorch]")
-    names = session.posargs or REAL_BACKENDS
+    names = session.posargs
+    if not names:
+        names = REAL_BACKENDS
+        if _cuda_available(session):
+            names += CUDA_BACKENDS
+        else:
+            session.log(f"no CUDA device: {', '.join(CUDA_BACKENDS)} left out (certify them on a GPU machine)")
     for name in names:
         session.run("python", "-m", "conformance", "certify", name, *SLOW_CHECKS.get(name, []), "--output", "reports", success_codes=[0, 1])
     for profile, backends in PROFILE_REPORTS.items():
