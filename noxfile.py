@@ -1,9 +1,10 @@
-"""Sessions: tests, certify, report, scoreboard, bench, docs, lint.
+"""Sessions: tests, cluster, certify, report, scoreboard, bench, docs, lint.
 
 torch is pinned to the CPU build 2.13.0 in every session: an unpinned torch with
 nothing installed would pull a multi-GB CUDA build.
 
     nox -s tests                        # the project's own tests (what CI runs)
+    nox -s cluster                      # certification across the nodes of a local Ray cluster
     nox -s certify -- reference         # certify a backend: reports/reference/report.{json,md}
     nox -s certify -- mybackend --install ./mybackend-package --profile core-fp32
     nox -s certify -- executorch-xnnpack   # real backends: installs the executorch extra itself
@@ -93,6 +94,15 @@ def tests(session: nox.Session) -> None:
     # loadgroup keeps the tests that share the seeded-backend session in one worker.
     args = session.posargs or ["-n", "auto", "--dist", "loadgroup"]
     session.run("python", "-m", "pytest", "tests", "--hypothesis-profile", "ci", *args)
+
+
+@nox.session(python=PYTHON)
+def cluster(session: nox.Session) -> None:
+    """Certification across machines on Ray: tests/test_cluster.py with Ray installed (the cluster
+    extra), three local nodes. The tests session leaves Ray out and skips these tests: they start
+    a Ray cluster and certify four times (minutes on 2 cores)."""
+    _install(session, ".[cluster]")
+    session.run("python", "-m", "pytest", "tests/test_cluster.py", "-p", "no:cacheprovider", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -4,6 +4,8 @@ A thin layer over pytest: ``certify`` runs the checks in ``conformance.checks``
 (through the plugin, in pytest-xdist workers so a crash costs one result),
 then the performance checks in a session of their own (timing under xdist is
 unreliable), then merges both results documents into the report.
+With ``--cluster``, the shards of the run go to a Ray cluster instead
+(``conformance.cluster``), and their results documents are merged here.
 
 Exit codes (every command):
 
@@ -195,6 +197,7 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
     if len(names) > 1 and ns.baseline:
         raise UsageError("--baseline gates one backend's report: certify that backend alone")
     extra, selection = invocation.split_selection(extra)
+    _check_cluster_options(ns)
     for backend in backends:
         _check_inputs(ns, backend, specs)
     profile = resolve_profile(ns, backends[0], specs)  # every backend of a run is certified for the same profile
@@ -234,6 +237,12 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
     )
     env = invocation.environment()
     started = time.perf_counter()
+    perf_wanted = any(c.startswith("PERF-") for c in profile.clauses) and not ns.skip_perf
+    if ns.record_not_run:
+        return _record_not_run(ns, run, env, report_dirs, selection=selection, extra=extra, perf=perf_wanted)
+    if ns.cluster:
+        return _certify_on_cluster(ns, run, env, report_dirs, selection=selection, extra=extra, perf=perf_wanted, baseline=baseline,
+                                   started=started)  # fmt: skip
     supervisor = Supervisor(
         {name: d / "results" for name, d in report_dirs.items()},
         hard_timeout=hard,
@@ -245,7 +254,6 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
         f"checks{shard}", invocation.checks_args(run, workers=ns.workers, selection=selection, extra=extra), env, in_process=ns.workers == "0"
     )
     _say(checks)
-    perf_wanted = any(c.startswith("PERF-") for c in profile.clauses) and not ns.skip_perf
     if perf_wanted and supervisor.budget_left() and not supervisor.interrupted:
         print("conformance: timing preprocess, init and execute (pytest-benchmark, no workers) ...", flush=True)
         perf = supervisor.run_phase(
@@ -266,12 +274,19 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
         print(f"conformance: the run was {supervisor.interrupted}: writing a partial report from the results so far "
               "(press Ctrl-C again to abandon it)", file=sys.stderr, flush=True)
     interrupt.restore()
+    status = _conclude(_supervised_reports(list(report_dirs.values()), supervisor, ns.specs, ns.sign), ns, baseline, started)
+    return EXIT_INTERRUPTED if supervisor.interrupted else status
+
+
+def _conclude(reports: dict[Path, dict | None], ns: argparse.Namespace, baseline: dict | None, started: float) -> int:
+    """The end of a certify run: each report's summary and verdict, with a baseline the gate's
+    outcome beside it; the exit status (a report that could not be built is not certified)."""
     status = EXIT_OK
-    for report_dir, report in _supervised_reports(list(report_dirs.values()), supervisor, ns.specs, ns.sign).items():
+    for report_dir, report in reports.items():
         if report is None:
             status = max(status, EXIT_NOT_CERTIFIED)
             continue
-        _print_summary(report, report_dir, time.perf_counter() - started, brief=len(names) > 1)
+        _print_summary(report, report_dir, time.perf_counter() - started, brief=len(reports) > 1)
         if not report["verdict"]["certified"]:
             status = max(status, EXIT_NOT_CERTIFIED)
         if baseline is not None:
@@ -282,7 +297,167 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
             said = {EXIT_OK: "no regression", EXIT_REGRESSED: f"REGRESSED (exit {EXIT_REGRESSED})"}.get(gate, f"not compared (exit {gate})")
             certified = "CERTIFIED" if report["verdict"]["certified"] else "NOT CERTIFIED"
             print(f"{certified}: {report['backend']['name']}: {report['verdict']['text']}; against the baseline: {said}")
-    return EXIT_INTERRUPTED if supervisor.interrupted else status
+    return status
+
+
+# -- certify across machines (conformance.cluster) ------------------------------------------------
+
+CLUSTER_OPTIONS = ("shards", "shard_cpus", "shard_retries", "cluster_workdir")
+"""Options of --cluster alone."""
+DRIVER_OPTIONS = frozenset({"command", "backend", "output", "shard", "record_not_run", "cluster", *CLUSTER_OPTIONS,
+                            "baseline", "waivers", "threshold", "allow_stale", "sign", "workers"})  # fmt: skip
+"""certify's options a cluster's shards are not given: the driver applies them (where the report goes,
+the gate, signing, the cluster itself), or sets them per shard (--shard, --workers)."""
+
+
+def _check_cluster_options(ns: argparse.Namespace) -> None:
+    import importlib.util
+
+    if ns.cluster is None:
+        given = [f"--{o.replace('_', '-')}" for o in CLUSTER_OPTIONS if getattr(ns, o) is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)} apply to a run on a cluster: pass --cluster ADDRESS too")
+    else:
+        if ns.shard:
+            raise UsageError("--cluster runs every shard of the run itself: drop --shard (or --cluster to run one shard here)")
+        if ns.record_not_run:
+            raise UsageError("--record-not-run records one shard (--shard I/N) here: drop --cluster")
+        for option in ("shards", "shard_cpus"):
+            if getattr(ns, option) is not None and getattr(ns, option) < 1:
+                raise UsageError(f"--{option.replace('_', '-')} must be at least 1")
+        if ns.shard_retries is not None and ns.shard_retries < 0:
+            raise UsageError("--shard-retries must be 0 or more")
+        if importlib.util.find_spec("ray") is None:
+            from conformance.cluster import RAY_MISSING
+
+            raise UsageError(RAY_MISSING)
+    if ns.record_not_run and not ns.shard:
+        raise UsageError("--record-not-run records the checks of one shard: pass --shard I/N too")
+
+
+def _shard_argv(ns: argparse.Namespace, extra: list[str], selection: str | None, workers: str) -> list[str]:
+    """certify's arguments for one shard on a node: the backends, every option the user gave that a
+    shard uses (as its long option, --dest-with-dashes), the workers, and pytest's arguments."""
+    defaults = vars(parser().parse_args(["certify", "_"]))
+    argv = list(ns.backend)
+    for dest, value in vars(ns).items():
+        if dest in DRIVER_OPTIONS or value is None or value is False or value == defaults.get(dest):
+            continue
+        option = f"--{dest.replace('_', '-')}"
+        if value is True:
+            argv.append(option)
+        elif isinstance(value, list):
+            argv += [part for v in value for part in (option, str(v))]
+        else:
+            argv += [option, str(value)]
+    argv += ["--workers", workers]
+    tail = [*(["-k", selection] if selection else []), *extra]
+    return argv + (["--", *tail] if tail else [])
+
+
+def _certify_on_cluster(ns, run, env, report_dirs: dict[str, Path], *, selection, extra, perf, baseline, started) -> int:
+    """certify --cluster: the shards run on Ray (conformance.cluster), their results documents are
+    written here and merged (``merge``), a shard lost on every try has its checks recorded not run,
+    the merged report is verified, then the verdict and the gate as after a run on one machine."""
+    import dataclasses
+
+    from conformance import cluster
+    from conformance import specs as spec_module
+    from conformance.plugin import write_json_atomic, write_text_atomic
+    from conformance.report import verify as verifying
+
+    key = _private_key(ns.sign)
+    retries = cluster.DEFAULT_RETRIES if ns.shard_retries is None else ns.shard_retries
+    workdir = str(Path(ns.cluster_workdir or os.getcwd()).resolve())
+    dirs = {name: d.name for name, d in report_dirs.items()}
+    try:
+        ray = cluster.connect(ns.cluster)
+    except cluster.ClusterError as exc:
+        raise UsageError(str(exc)) from None
+    interrupt = _interruptible()  # Ctrl-C or SIGTERM cancels the shards left; the report says which
+    try:
+        try:
+            plan = cluster.layout(ray, ns.shards, ns.shard_cpus)
+        except cluster.ClusterError as exc:
+            raise UsageError(str(exc)) from None
+        workers = str(plan.cpus) if ns.workers == "auto" else ns.workers
+        print(f"conformance: {plan.shards} shards on {len(plan.nodes)} Ray node(s) ({ns.cluster}), {plan.cpus} CPU(s) and "
+              f"--workers {workers} each, up to {retries} retries per shard", flush=True)  # fmt: skip
+
+        def say(result):
+            if result.error:
+                print(f"conformance: shard {result.name}: {result.error}; its checks are recorded not run", file=sys.stderr, flush=True)
+                return
+            count = sum(len(json.loads(data)["results"]) for files in result.documents.values() for data in files.values())
+            print(f"conformance: shard {result.name}: {count} results from node {result.address} ({(result.node or '')[:8]}), "
+                  f"exit {result.status}, {result.seconds:.0f} s after the start", flush=True)  # fmt: skip
+
+        shards, interrupted = cluster.run_shards(
+            ray, _shard_argv(ns, extra, selection, workers), plan, retries=retries, workdir=workdir, dirs=list(dirs.values()), say=say
+        )
+    finally:
+        ray.shutdown()
+        interrupt.restore()
+    documents: dict[str, dict[str, bytes]] = {d: {} for d in dirs.values()}
+    lost = False
+    for shard in shards:
+        found = shard.documents
+        if shard.error is not None:
+            try:
+                found = cluster.not_run_documents(dataclasses.replace(run, shard=shard.name), f"shard {shard.name}: {shard.error}",
+                                                  dirs=dirs, selection=selection, extra=extra, perf=perf, env=env)  # fmt: skip
+            except cluster.ClusterError as exc:
+                print(f"conformance: {exc}", file=sys.stderr)
+                lost = True
+        for directory, files in found.items():
+            documents[directory].update(files)
+    for report_dir in report_dirs.values():
+        logs = report_dir / "logs"
+        write_json_atomic(logs / "cluster.json", {"address": ns.cluster, "shards": plan.shards, "cpus_per_shard": plan.cpus,
+                                                  "retries": retries, "nodes": list(plan.nodes),
+                                                  "results": [s.summary() for s in shards]})  # fmt: skip
+        for shard in shards:
+            write_text_atomic(logs / f"shard-{shard.index}-of-{shard.total}.log", shard.output or f"{shard.error}\n")
+    if lost:
+        # Without the lost shard's checks named, a merged report could look complete: none is built.
+        for report_dir in report_dirs.values():
+            for name, data in documents[report_dir.name].items():
+                write_text_atomic(report_dir / "results" / name, data.decode())
+        print(f"conformance: no report: the checks of a lost shard could not be listed; the results that came back are in "
+              f"{', '.join(str(d / 'results') for d in report_dirs.values())} (logs/cluster.json says which shards)", file=sys.stderr)
+        return EXIT_INTERRUPTED if interrupted else EXIT_NOT_CERTIFIED
+    reports: dict[Path, dict | None] = {}
+    status = EXIT_OK
+    for report_dir in report_dirs.values():
+        reports[report_dir] = merge(report_dir, documents[report_dir.name], spec_module.load(), key)
+        if reports[report_dir] is None:
+            continue
+        outcome = verifying.verify_file(str(report_dir / "report.json"), public_key=None, allow_stale=False)
+        print(verifying.render(outcome, str(report_dir / "report.json")))
+        if not outcome.ok:
+            status = EXIT_INVALID
+    status = max(status, _conclude(reports, ns, baseline, started))
+    return EXIT_INTERRUPTED if interrupted else status
+
+
+def _record_not_run(ns, run, env, report_dirs: dict[str, Path], *, selection, extra, perf) -> int:
+    """certify --shard I/N --record-not-run REASON: every check of the shard recorded not run, for a
+    shard whose machine left no results (a CI job that died): merged with the other shards, the
+    report names these checks instead of leaving them out."""
+    from conformance import cluster
+    from conformance.plugin import write_text_atomic
+
+    try:
+        documents = cluster.not_run_documents(run, ns.record_not_run, dirs={n: d.name for n, d in report_dirs.items()},
+                                              selection=selection, extra=extra, perf=perf, env=env)  # fmt: skip
+    except cluster.ClusterError as exc:
+        raise UsageError(str(exc)) from None
+    for report_dir in report_dirs.values():
+        for name, data in documents[report_dir.name].items():
+            write_text_atomic(report_dir / "results" / name, data.decode())
+            count = len(json.loads(data)["results"])
+            print(f"shard {ns.shard}: {count} check(s) recorded not run ({ns.record_not_run}) in {report_dir / 'results' / name}")
+    return EXIT_NOT_CERTIFIED
 
 
 class _interruptible:
@@ -592,18 +767,27 @@ def merge_command(ns: argparse.Namespace) -> int:
     if not files:
         raise UsageError("no results documents given")
     key = _private_key(ns.sign)
-    results_dir = target / "results"
-    results_dir.mkdir(parents=True, exist_ok=True)
-    for f in files:
-        if f.parent.resolve() != results_dir.resolve():
-            (results_dir / f.name).write_text(f.read_text())
-    try:
-        report = build_and_write(target, spec_module.load(), key)
-    except ReportError as exc:
-        print(f"conformance: cannot merge: {exc}", file=sys.stderr)
+    here = (target / "results").resolve()
+    report = merge(target, {f.name: f.read_bytes() for f in files if f.parent.resolve() != here}, spec_module.load(), key)
+    if report is None:
         return EXIT_NOT_CERTIFIED
     print(f"merged {len(files)} results document(s) into {target / 'report.json'}: {report['verdict']['text']}")
     return EXIT_OK if report["verdict"]["certified"] else EXIT_NOT_CERTIFIED
+
+
+def merge(target: Path, documents: dict[str, bytes], specs, key=None) -> dict | None:
+    """Results documents (file name -> bytes) written into ``target``/results beside those already
+    there, and all of them merged into ``target``/report.json (None, said why, when they cannot be):
+    ``merge`` and ``certify --cluster``."""
+    results_dir = target / "results"
+    results_dir.mkdir(parents=True, exist_ok=True)
+    for name, data in documents.items():
+        (results_dir / name).write_bytes(data)
+    try:
+        return build_and_write(target, specs, key)
+    except ReportError as exc:
+        print(f"conformance: cannot merge: {exc}", file=sys.stderr)
+        return None
 
 
 def scoreboard_command(ns: argparse.Namespace) -> int:
@@ -660,6 +844,7 @@ def list_command(ns: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     from conformance import __version__
+    from conformance.cluster import DEFAULT_RETRIES
 
     p = argparse.ArgumentParser(prog="python -m conformance", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=f"torch-backend-conformance {__version__}")
@@ -679,7 +864,8 @@ def parser() -> argparse.ArgumentParser:
                    help="only these dtypes of the profile, comma-separated (float32,int32); repeatable")
     c.add_argument("--output", default="reports", help="directory for reports (default: reports)")
     c.add_argument("--hypothesis-profile", default="ci", choices=HYPOTHESIS_PROFILES)
-    c.add_argument("--workers", default="auto", help="pytest-xdist workers (default auto; 0 runs in-process, no crash isolation)")
+    c.add_argument("--workers", default="auto", help="pytest-xdist workers (default auto: the cores, or with --cluster a shard's CPUs; "
+                   "0 runs in-process, no crash isolation)")
     c.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per check before TIMEOUT")
     c.add_argument("--hard-timeout", type=float, default=None, help="seconds after which a check's process is killed (default 2 x --timeout + 10)")
     c.add_argument("--skip-perf", action="store_true", help="skip the performance session")
@@ -688,6 +874,20 @@ def parser() -> argparse.ArgumentParser:
                    "(default: $XDG_CACHE_HOME/torch-backend-conformance)")
     c.add_argument("--budget", type=float, default=DEFAULT_BUDGET, help=f"seconds the whole run may take; checks left then are recorded not run (default {DEFAULT_BUDGET})")
     c.add_argument("--shard", default=None, metavar="I/N", help="run shard I of N; merge shards with `merge`")
+    c.add_argument("--record-not-run", default=None, metavar="REASON",
+                   help="with --shard I/N: run nothing, record every check of the shard not run for REASON (its machine left no "
+                   "results), to merge with the other shards (exit 1)")
+    c.add_argument("--cluster", default=None, metavar="ADDRESS",
+                   help="run the shards on a Ray cluster and merge them here: a Ray address, 'auto' (the cluster this machine "
+                   "belongs to) or 'local' (a Ray started here); needs pip install 'torch-backend-conformance[cluster]'")
+    c.add_argument("--shards", type=int, default=None, metavar="K", help="with --cluster: how many shards (default twice the nodes)")
+    c.add_argument("--shard-cpus", type=int, default=None, metavar="C",
+                   help="with --cluster: CPUs each shard reserves on its node, and its --workers unless given (default half the smallest node's)")
+    c.add_argument("--shard-retries", type=int, default=None, metavar="R",
+                   help=f"with --cluster: times a shard is started again on another node when its node dies (default {DEFAULT_RETRIES}); "
+                   "a shard lost every time has its checks recorded not run")
+    c.add_argument("--cluster-workdir", default=None, metavar="DIR",
+                   help="with --cluster: where each node runs its shard, holding what relative paths name (default this directory)")
     c.add_argument("--durations-from", default=None, metavar="REPORT",
                    help="a report.json whose check durations order this run longest first (default: the backend's "
                         "previous report in --output, else --baseline; 'none' keeps contract checks first)")
