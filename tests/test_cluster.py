@@ -81,8 +81,10 @@ def profile(tmp_path_factory) -> str:
 def single(profile, tmp_path_factory) -> dict:
     """The same selection certified on this machine alone, with one worker like each shard."""
     out = tmp_path_factory.mktemp("single")
+    started = time.monotonic()
     done = certify("--profile", profile, "--workers", "1", out=out)
     assert done.returncode == 0, said(done)
+    print(f"one machine, one worker: {time.monotonic() - started:.0f} s")
     report = load(out)
     assert report["verdict"]["certified"] and len(records(report["results"])) >= 30, report["verdict"]
     return report
@@ -93,9 +95,11 @@ def cluster():
     from ray.cluster_utils import Cluster
 
     # The head only schedules (no CPU for a shard): every shard runs on a worker node.
+    started = time.monotonic()
     nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
     workers = [nodes.add_node(num_cpus=1) for _ in range(2)]
     nodes.wait_for_nodes()
+    print(f"a Ray cluster of 3 local nodes: {time.monotonic() - started:.0f} s")
     yield nodes, workers
     nodes.shutdown()
 
@@ -134,9 +138,11 @@ def test_a_shard_that_fails_every_try_has_its_checks_recorded_not_run(cluster, p
     """No node can run the shard (its working directory exists on none): Ray tries it twice, then
     the driver records every check of the shard not run, and the report says so."""
     nodes, _ = cluster
+    started = time.monotonic()
     done = certify("--profile", profile, "--cluster", nodes.address, "--shards", "1", "--shard-retries", "1",
                    "--cluster-workdir", str(tmp_path / "not-on-any-node"), out=tmp_path / "out")  # fmt: skip
     assert done.returncode == 1, said(done)
+    print(f"a shard failing every try, recorded not run: {time.monotonic() - started:.0f} s")
     assert "shard 1/1: no results after 2 tries: node " in done.stderr and "no working directory" in done.stderr, said(done)
     assert "NOT CERTIFIED: reference" in done.stdout, said(done)
     log = json.loads((tmp_path / "out" / "reference" / "logs" / "cluster.json").read_text())
@@ -183,6 +189,7 @@ def test_a_shard_whose_node_dies_runs_again_on_another_node(cluster, profile, si
     nodes, workers = cluster
     doomed, survivor = workers
     raylet = doomed.all_processes["raylet"][0].process.pid
+    started = time.monotonic()
     cli = subprocess.Popen(
         [sys.executable, "-m", "conformance", "certify", "reference", "--profile", profile, "--cluster", nodes.address, "--shards", "4",
          "--output", str(tmp_path)],
@@ -199,10 +206,12 @@ def test_a_shard_whose_node_dies_runs_again_on_another_node(cluster, profile, si
                 break
             time.sleep(0.5)
         assert shard is not None, "no shard ever ran on the node"
+        removed = time.monotonic() - started
         nodes.remove_node(doomed)
         time.sleep(2)
         assert not set(pids) & set(processes()), "the removed node's shard processes died with it"
         output, _ = cli.communicate(timeout=RUN_TIMEOUT)
+        print(f"4 shards, a node removed {removed:.0f} s in: {time.monotonic() - started:.0f} s")
     finally:
         if cli.poll() is None:
             cli.kill()
