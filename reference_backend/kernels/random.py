@@ -1,7 +1,7 @@
 """Random ops: rand, randn, randperm, native_dropout.
 
 Their values are draws, so nothing compares them with eager's or with another run's: the
-harness holds them to their law (op spec ``values``; conformance/oracle.py). The draws come
+harness holds them to their law (op spec ``values``; conformance/oracle/laws.py). The draws come
 from one NumPy Generator per process, seeded with ``SEED`` at import and again by ``seed``, as
 ATen's come from its default CPU generator and ``torch.manual_seed``: a fixed seed and a fixed
 sequence of calls give the same values, and two calls give independent ones.

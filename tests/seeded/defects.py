@@ -238,7 +238,7 @@ def _item_through_float32(self):
 defect("item_rounds_to_float32", ["NUM-001"], runtime=_with("aten._local_scalar_dense.default", _item_through_float32))
 
 
-# -- NUM: random values, judged by law (op spec values; conformance/oracle.py) -------------------------
+# -- NUM: random values, judged by law (op spec values; conformance/oracle/laws.py) -------------------------
 
 _rand = KERNELS["aten.rand.default"]
 
@@ -1437,7 +1437,7 @@ class PacksConstantMatmulWeightsAsLinear(ReferenceRuntime):
 defect("constant_matmul_weight_packed_transposed", ["NUM-001"], runtime=PacksConstantMatmulWeightsAsLinear())
 
 
-# -- NUM: verdicts at the margins (conformance/oracle.py: derived bounds, half-type rounding) -------
+# -- NUM: verdicts at the margins (conformance/oracle/: derived bounds, half-type rounding) -------
 # Each is wrong by less than a flat tolerance passed: the derived bound of an accumulating op, the
 # 1-ULP rule and bias test of the half types, and relative tolerances on tiny results catch them.
 
