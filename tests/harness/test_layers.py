@@ -3,6 +3,7 @@ import-linter over every import, those inside functions too. A back-edge breaks 
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,7 @@ def _lint(tree: Path) -> subprocess.CompletedProcess:
 
 def test_the_layers_hold():
     result = _lint(ROOT)
-    assert result.returncode == 0 and "1 kept, 0 broken" in result.stdout, result.stdout + result.stderr
+    assert result.returncode == 0 and re.search(r"\b[1-9]\d* kept, 0 broken", result.stdout), result.stdout + result.stderr
 
 
 def test_a_back_edge_breaks_them(tmp_path):
