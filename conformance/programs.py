@@ -576,10 +576,18 @@ def build_program(call: Call, *, like: Any = None):
 
     Where ``compat.torch.builds_programs()`` does not hold (a torch the builder was not tested on, or
     CONFORMANCE_COMPAT=public), the program is torch.export's own, with static shapes, through the
-    program cache, and ``like`` is not used.
+    program cache, and ``like`` is not used. A call torch.export refuses raises what it raised, as the
+    builder raises what FakeTensorMode raised: PyTorch's tracing refused it (a batch norm of one element
+    per channel divides by zero in its decomposition), which a NUM check sets aside like the builder's
+    refusals, not a fault of the harness.
     """
     if not compat_torch.builds_programs():
-        return program_for(call, export=True, dynamic=False).exported
+        try:
+            return program_for(call, export=True, dynamic=False).exported
+        except HarnessError as exc:
+            if exc.__cause__ is None:
+                raise
+            raise exc.__cause__ from None
     op = _resolve_op(call.op)
     if _returns_data_dependent_scalar(op):
         return _build_program(call, op, like, _symbolic_fake_mode())

@@ -75,8 +75,9 @@ def within(version: str, lowest: tuple[int, ...], below: tuple[int, ...]) -> boo
 def private_route(dependency: str, name: str, tested: Callable[[], bool], probe: Callable[[], str | None]) -> bool:
     """Whether the private route ``name`` of ``dependency`` runs: not forced public, the installed version
     within the range the route was tested on (``tested()``) and ``probe()`` finding what it relies on (it
-    returns None, or a sentence saying what is missing); neither is called when forced public. The version check and probe run once per process; a fallback
-    taken for a reason other than the environment variable is logged once."""
+    returns None, or a sentence saying what is missing); neither is called when forced public. The version
+    check and probe run once per process; a fallback they choose is logged as a warning (an untested
+    version once per dependency and process)."""
     if forced_public():
         return False
     return _decided(dependency, name, tested, probe)
@@ -85,8 +86,10 @@ def private_route(dependency: str, name: str, tested: Callable[[], bool], probe:
 @functools.cache
 def _decided(dependency: str, name: str, tested: Callable[[], bool], probe: Callable[[], str | None]) -> bool:
     if not tested():
-        log.info("compat.%s.%s: the public fallback (the installed %s is outside the range this route was tested on)",
-                 dependency, name, dependency)
+        if dependency not in _UNTESTED:
+            _UNTESTED.add(dependency)
+            log.warning("compat: the installed %s is outside the range its private routes were tested on; every %s "
+                        "route takes its public fallback (slower, the same verdicts)", dependency, dependency)
         return False
     try:
         missing = probe()
@@ -97,3 +100,7 @@ def _decided(dependency: str, name: str, tested: Callable[[], bool], probe: Call
                     dependency, name, dependency, missing)
         return False
     return True
+
+
+_UNTESTED: set[str] = set()
+"""The dependencies whose untested version this process has already warned of."""
