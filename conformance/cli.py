@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 from conformance.invocation import HYPOTHESIS_PROFILES
-from conformance.report.model import ReportError, records
+from conformance.report.model import ReportError, load_report, read_report, records
 from conformance.supervision import JOURNAL_SUFFIX, die_with_parent
 from conformance.supervisor import Supervisor
 from conformance.transport import clean_text
@@ -512,7 +512,7 @@ def _supervised_reports(
     built = {}
     for report_dir in report_dirs:
         path = report_dir / "report.json"
-        built[report_dir] = json.loads(path.read_text()) if path.exists() else None
+        built[report_dir] = load_report(path) if path.exists() else None
     return built
 
 
@@ -541,16 +541,27 @@ def _durations_snapshot(ns: argparse.Namespace, report_dir: Path, baseline: dict
     if choice is not None:
         if not Path(choice).is_file():
             raise UsageError(f"--durations-from {choice}: no such file (a report.json of an earlier run, or 'none')")
-        measured = scheduling.read_durations(Path(choice))
+        measured = _durations_of_file(Path(choice))
         if not measured:
             raise UsageError(f"--durations-from {choice}: holds no check durations (a report.json has them under results[].duration_s)")
     else:
-        measured = scheduling.read_durations(report_dir / "report.json") or (scheduling.durations_of(baseline) if baseline else {})
+        measured = _durations_of_file(report_dir / "report.json") or (scheduling.durations_of(read_report(baseline)) if baseline else {})
     if not measured:
         return None
     snapshot = report_dir / "logs" / "durations.json"
     scheduling.write_durations(snapshot, measured)
     return snapshot.resolve()
+
+
+def _durations_of_file(path: Path) -> dict[str, float]:
+    """Check durations from a report.json of any format this harness reads (its results are tables),
+    or from a snapshot of durations; empty when the file holds none."""
+    from conformance import scheduling
+
+    try:
+        return scheduling.durations_of(load_report(path)) or scheduling.read_durations(path)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return scheduling.read_durations(path)
 
 
 def _shard_tag(text: str | None) -> str:
@@ -628,11 +639,7 @@ def _public_key(path: str | None):
 def build_and_write(report_dir: Path, specs, key=None) -> dict:
     """Merge results/*.json under ``report_dir`` into report.json and its renderings; signed
     when ``key`` (an Ed25519 private key) is given."""
-    from conformance.plugin import write_json_atomic, write_text_atomic
-    from conformance.report import build_report, html, junit
-    from conformance.report.markdown import render
-    from conformance.report.model import validate
-    from conformance.report.signing import sign
+    from conformance.report import build_report
     from conformance.supervisor import complete_documents
 
     if (report_dir / "results").is_dir():
@@ -640,18 +647,49 @@ def build_and_write(report_dir: Path, specs, key=None) -> dict:
     parts = sorted((report_dir / "results").glob("*.json"))
     if not parts:
         raise FileNotFoundError(report_dir / "results")
-    report = build_report([json.loads(p.read_text()) for p in parts], specs)
+    return write_report(report_dir, build_report([json.loads(p.read_text()) for p in parts], specs), specs, key)
+
+
+def write_report(report_dir: Path, report: dict, specs, key=None) -> dict:
+    """report.json (``model.report_text``) and its renderings in ``report_dir``, signed when ``key``
+    is given; ReportError for a report that does not match its schema."""
+    from conformance.plugin import write_text_atomic
+    from conformance.report import html, junit
+    from conformance.report.markdown import render
+    from conformance.report.model import report_text, validate
+    from conformance.report.signing import sign
+
     problems = validate(report)
     if problems:  # the harness's own bug: say so instead of publishing a malformed certificate
         raise ReportError("report.json does not match its schema: " + "; ".join(problems[:5]))
-    sign(report, key)
+    if key is not None:
+        sign(report, key)
+    text = report_text(report)
     # Each file whole or not at all, the renderings first and report.json last: a run killed in
     # between leaves renderings that name a report.json which is not there (verify says so).
     write_text_atomic(report_dir / "report.md", render(report, specs.clauses))
     write_text_atomic(report_dir / "junit.xml", junit.render(report))
     write_text_atomic(report_dir / "report.html", html.render(report, specs.clauses))
-    write_json_atomic(report_dir / "report.json", report)
+    write_text_atomic(report_dir / "report.json", text)
     return report
+
+
+def rerender(report_dir: Path, specs, key=None) -> tuple[dict, list[str]]:
+    """report.json in ``report_dir`` (any format this harness reads) written again in this one, with
+    its renderings, and what changed; its results, flags, summary and verdict as they were."""
+    from conformance.report import verify as verifying
+    from conformance.report.model import rerendered
+
+    path = report_dir / "report.json"
+    try:
+        document = verifying.load(path)
+    except verifying.InvalidReport as exc:
+        raise ReportError(f"{path}: {exc}") from None
+    outcome = verifying.verify(document, specs=specs, allow_stale=True, path=path)
+    if not outcome.ok:  # re-rendering would give an edited report a fresh integrity hash
+        raise ReportError(f"{path} does not verify, so it is not re-rendered: {'; '.join(outcome.problems[:3])}")
+    report, notes = rerendered(document)
+    return write_report(report_dir, report, specs, key), notes
 
 
 def _print_summary(report: dict, report_dir: Path, seconds: float, *, brief: bool = False) -> None:
@@ -699,6 +737,10 @@ def report_command(ns: argparse.Namespace) -> int:
     key = _private_key(ns.sign)
     for directory in ns.directory:
         try:
+            if ns.rerender:
+                report, notes = rerender(Path(directory), spec_module.load(), key)
+                print(f"{directory}: re-rendered" + (f" ({'; '.join(notes)})" if notes else "") + f": {report['verdict']['text']}")
+                continue
             report = build_and_write(Path(directory), spec_module.load(), key)
         except FileNotFoundError as exc:
             print(f"conformance: no results to build a report from ({exc}); see the pytest output above", file=sys.stderr)
@@ -896,9 +938,13 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--sign", default=None, metavar="KEY.pem", help="sign report.json with this Ed25519 private key (PEM; make a pair: "
                    "openssl genpkey -algorithm ed25519 -out KEY.pem && openssl pkey -in KEY.pem -pubout -out KEY.pub.pem)")
     _gate_options(c)
-    r = sub.add_parser("report", help="rebuild report.json/md from DIR/results/*.json")
+    r = sub.add_parser("report", help="rebuild report.json and its renderings from DIR/results/*.json")
     r.add_argument("directory", nargs="+")
     r.add_argument("--sign", default=None, metavar="KEY.pem", help="sign report.json with this Ed25519 private key (PEM)")
+    r.add_argument("--rerender", action="store_true",
+                   help="write DIR/report.json (of this or a previous report format) again in this harness's format, with its "
+                        "renderings, from itself alone: its results and verdict as they were (not recomputed; a report of "
+                        "another spec stays stale), its integrity hash computed again over the new form")
     rp = sub.add_parser("replay", help="re-run a saved failing example")
     rp.add_argument("directory")
     rp.add_argument("--backend", default=None, help="backend to run it on (default: the one that failed)")

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
@@ -315,3 +316,178 @@ class CaseResult:
 
 _FIELDS = tuple(f for f in dataclasses.fields(CaseResult))
 _FIELD_NAMES = frozenset(f.name for f in _FIELDS)
+
+
+# ---------------------------------------------------------------------------------------------
+# The records as report.json (report/2) stores them: tables
+
+
+def result_id(record: Mapping[str, Any]) -> str:
+    """A backend-independent, stable id: the check and its parameters other than the backend."""
+    params = [record[k] for k in CHECK_PARAMETERS if record.get(k)]
+    test = record.get("test") or record.get("clause") or "?"
+    return f"{test}[{'|'.join(params)}]" if params else test
+
+
+REFUSAL_LEAD = "{op} {dtype}: {summary}; first: "
+"""How the message of a NUM check that refused every draw begins (conformance/checks/test_numerics.py:
+op, dtype, ``stats.refusal_summary``); what follows, the first refusal, is often the same for many checks."""
+SHARED_TEXT_MIN = 16
+"""Shorter strings are left where they are: a reference to the table of texts costs about as much."""
+
+
+def _flat(value: Mapping[str, Any], path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """(path, value) of every leaf of a JSON object; an empty object and a list are leaves."""
+    for key, item in value.items():
+        if isinstance(item, Mapping) and item:
+            yield from _flat(item, (*path, key))
+        else:
+            yield (*path, key), item
+
+
+def _nest(cells: Iterable[tuple[tuple[str, ...], Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for path, value in cells:
+        node = out
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+    return out
+
+
+def _refusal_lead(record: Mapping[str, Any]) -> str | None:
+    summary = (record.get("stats") or {}).get("refusal_summary")
+    if not (isinstance(summary, str) and record.get("op") and record.get("dtype")):
+        return None
+    return REFUSAL_LEAD.format(op=record["op"], dtype=record["dtype"], summary=summary)
+
+
+class _Refusal(str):
+    """A refusal's message while tables are made: the first refusal, after ``_refusal_lead``."""
+
+
+def tabulate_results(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The records (``CaseResult.to_json()`` each, as JSON data) as report.json stores them: the name
+    of each field written once per table instead of once per result, and a text many results share
+    written once. ``untabulate_results`` is its inverse (records in id order)::
+
+        {"paths": [path, ...], "texts": [text, ...],
+         "tables": [{"constant": [[p, value], ...], "fields": [p, ...], "text_fields": [i, ...],
+                     "rows": [[value of each field], ...]}, ...]}
+
+    - A record's nested objects are flattened to paths (``["stats", "max_ulp"]``); an empty object
+      and a list are values. A table names a path by its index p in ``paths``. Records with the
+      same paths share a table; a path with one value in every row of a table (two rows or more)
+      is one of its ``constant``.
+    - ``id`` is left out where ``result_id`` of the record gives it.
+    - In a text field (one whose every value in the table is a string), an integer n stands for
+      ``texts[n]``: a text of at least ``SHARED_TEXT_MIN`` characters found in two cells or more
+      (tolerance reasons, not-applicable reasons, refusals). In ``message``, ``[n]`` stands for a
+      refused NUM check's message: ``REFUSAL_LEAD`` of the record, then ``texts[n]``.
+    """
+    groups: dict[tuple[tuple[str, ...], ...], list[dict[tuple[str, ...], Any]]] = {}
+    for entry in sorted(entries, key=lambda e: str(e.get("id"))):
+        cells = dict(_flat(entry))
+        if cells.get(("id",)) == result_id(entry):
+            del cells[("id",)]
+        lead = _refusal_lead(entry)
+        message = cells.get(("message",))
+        if lead and isinstance(message, str) and message.startswith(lead):
+            cells[("message",)] = _Refusal(message[len(lead) :])
+        groups.setdefault(tuple(sorted(cells)), []).append(cells)
+    shaped = []
+    for paths, rows in groups.items():
+        constant = [p for p in paths if len(rows) > 1 and not isinstance(rows[0][p], _Refusal) and _same(r[p] for r in rows)]
+        fields = [p for p in paths if p not in constant]
+        text_fields = [i for i, p in enumerate(fields) if all(isinstance(r[p], str) for r in rows)]
+        shaped.append((rows, constant, fields, text_fields))
+    uses = Counter(
+        r[fields[i]] for rows, _, fields, text_fields in shaped for r in rows for i in text_fields
+        if not isinstance(r[fields[i]], _Refusal) and len(r[fields[i]]) >= SHARED_TEXT_MIN
+    )  # fmt: skip
+    texts: list[str] = []
+    index: dict[str, int] = {}
+
+    def cell(value: Any, is_text: bool) -> Any:
+        if not is_text:
+            return value
+        shared = isinstance(value, _Refusal) or uses[value] > 1
+        if not shared:
+            return value
+        text = str(value)
+        if text not in index:
+            index[text] = len(texts)
+            texts.append(text)
+        return [index[text]] if isinstance(value, _Refusal) else index[text]
+
+    paths = sorted({p for rows, constant, fields, _ in shaped for p in (*constant, *fields)})
+    number = {p: i for i, p in enumerate(paths)}
+    tables = []
+    for rows, constant, fields, text_fields in shaped:
+        table: dict[str, Any] = {}
+        if constant:
+            table["constant"] = [[number[p], rows[0][p]] for p in constant]
+        table["fields"] = [number[p] for p in fields]
+        if text_fields:
+            table["text_fields"] = text_fields
+        table["rows"] = [[cell(r[p], i in text_fields) for i, p in enumerate(fields)] for r in rows]
+        tables.append(table)
+    return {"paths": [list(p) for p in paths], "texts": texts, "tables": tables}
+
+
+def _same(values: Iterable[Any]) -> bool:
+    first, *rest = values
+    return all(type(v) is type(first) and v == first for v in rest)
+
+
+def untabulate_results(block: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The records of ``tabulate_results``' tables, in id order; ValueError naming the table and row
+    of a malformed one."""
+    paths, texts, tables = block.get("paths"), block.get("texts"), block.get("tables")
+    if not (isinstance(paths, list) and isinstance(texts, list) and isinstance(tables, list)):
+        raise ValueError("results: tables of records need lists of paths, texts and tables")
+    out = []
+    for t, table in enumerate(tables):
+        try:
+            fields = [_path(paths, p) for p in table["fields"]]
+            constant = [(_path(paths, p), v) for p, v in table.get("constant", ())]
+            text_fields = set(table.get("text_fields", ()))
+            rows = table["rows"]
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"results: table {t} is malformed ({exc!r})") from None
+        for n, row in enumerate(rows):
+            if not isinstance(row, list) or len(row) != len(fields):
+                raise ValueError(f"results: table {t}, row {n}: {len(row) if isinstance(row, list) else 'no'} values for {len(fields)} fields")
+            cells, refusal = list(constant), None
+            for i, (path, value) in enumerate(zip(fields, row)):
+                if i in text_fields and not isinstance(value, str):
+                    shared = value[0] if isinstance(value, list) and len(value) == 1 and path == ("message",) else value
+                    if not (isinstance(shared, int) and not isinstance(shared, bool) and 0 <= shared < len(texts)):
+                        raise ValueError(f"results: table {t}, row {n}: {'/'.join(path)} refers to no text ({value!r})")
+                    if isinstance(value, list):
+                        refusal = texts[shared]
+                        continue
+                    value = texts[shared]
+                cells.append((path, value))
+            record = _nest(cells)
+            if refusal is not None:
+                lead = _refusal_lead(record)
+                if lead is None:
+                    raise ValueError(f"results: table {t}, row {n}: a refusal's message without op, dtype and stats.refusal_summary")
+                record["message"] = lead + refusal
+            record.setdefault("id", result_id(record))
+            out.append(record)
+    return sorted(out, key=lambda r: str(r["id"]))
+
+
+def _path(paths: list, p: Any) -> tuple[str, ...]:
+    if not (isinstance(p, int) and 0 <= p < len(paths)):
+        raise ValueError(f"no path {p!r}")
+    return tuple(paths[p])
+
+
+def listed_results(results: Any) -> list[dict[str, Any]]:
+    """The records of report.json's ``results`` in either form (a list, or ``tabulate_results``' tables)."""
+    if isinstance(results, Mapping):
+        return untabulate_results(results)
+    return list(results or ())

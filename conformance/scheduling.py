@@ -23,9 +23,11 @@ from pathlib import Path
 
 
 def durations_of(report: Mapping) -> dict[str, float]:
-    """Check id -> seconds, from a report or results document (its ``results`` entries)."""
+    """Check id -> seconds, from a report or results document (its ``results`` entries: a list of
+    records; report.json stores them as tables, which ``conformance.report.load_report`` reads)."""
     out: dict[str, float] = {}
-    for entry in report.get("results", ()):
+    entries = report.get("results")
+    for entry in entries if isinstance(entries, list) else ():
         seconds = entry.get("duration_s")
         if entry.get("id") and isinstance(seconds, int | float) and seconds >= 0:
             out[entry["id"]] = float(seconds)

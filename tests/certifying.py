@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
+
+from conformance.report.model import load_report
 
 
 def certify(backend: str, out: Path, profile: str, *selection: str) -> tuple[dict[str, dict], dict]:
@@ -19,5 +20,5 @@ def certify(backend: str, out: Path, profile: str, *selection: str) -> tuple[dic
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
     reports = list(out.glob("*/report.json"))
     assert len(reports) == 1, done.stdout[-3000:]
-    document = json.loads(reports[0].read_text())
+    document = load_report(reports[0])
     return {r["id"]: r for r in document["results"]}, document["verdict"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conformance.discovery import _import_path
+from conformance.report.model import load_report
 from conformance.strategies import profiles
 
 profiles.register()
@@ -53,7 +53,7 @@ def certified(tmp_path_factory, worker_id) -> dict[str, dict]:
                 pytest.fail(problem)
     reports = {}
     for path in out.glob("*/report.json"):
-        report = json.loads(path.read_text())
+        report = load_report(path)
         reports[report["backend"]["name"]] = report
     return reports
 

@@ -3,12 +3,13 @@ run, its environment facts reach the report, and it is told when the backend is 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+from conformance.report.model import load_report
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,7 +50,7 @@ def test_a_backend_plugin_adds_environment_facts_and_hears_the_backend_loaded(tm
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # -k leaves mandatory clauses unrun
-    report = json.loads((out / "with_plugin_backend" / "report.json").read_text())
+    report = load_report(out / "with_plugin_backend" / "report.json")
     assert report["summary"]["counts"] == {"PASS": 2}
     assert report["environment"]["backend"] == {"accelerator": "npu-sim v2", "firmware": "1.2.3"}
     assert any(p.startswith("firmware_plugin ") for p in report["run"]["plugins"]), report["run"]["plugins"]

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+from conformance.report.model import load_report
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -101,7 +102,7 @@ def test_a_backend_in_another_package_is_certified_by_its_entry_point_name(tmp_p
         env=env,
     )
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # a partial run is not a certificate
-    report = json.loads((out / "tiny-demo" / "report.json").read_text())
+    report = load_report(out / "tiny-demo" / "report.json")
     assert report["backend"]["name"] == "tiny-demo" and report["backend"]["version"] == "0.0.1"
     categories = {r["id"]: r["category"] for r in report["results"]}
     assert categories and set(categories.values()) == {"PASS"}, categories
@@ -145,7 +146,7 @@ def test_a_closed_run_ignores_installed_pytest_plugins_and_a_shadowing_backend_n
     )
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     (path,) = out.glob("*/report.json")
-    report = json.loads(path.read_text())
+    report = load_report(path)
     assert {r["id"]: r["category"] for r in report["results"]} == {"test_RT_017_execute_leaves_inputs_alone": "CONTRACT_VIOLATION"}
     assert not any("helpful" in p for p in report["run"]["plugins"]), report["run"]["plugins"]
     assert any(p.startswith("conformance.plugin") for p in report["run"]["plugins"])

@@ -3,7 +3,6 @@ own (claimed, a file, --ops/--dtypes), verdicts that say why, and a run stopped 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -13,6 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from conformance.report.model import load_report
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -149,7 +150,7 @@ def test_claimed_profile_selection_and_a_verdict_that_says_why(tmp_path, backend
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1].startswith("CERTIFIED: reference: certified for profile claimed")
     report_dir = next(p.parent for p in out.glob("*/report.json"))
-    report = json.loads((report_dir / "report.json").read_text())
+    report = load_report(report_dir / "report.json")
     definition = report["spec"]["profile_definition"]
     assert definition["ops"] == {"aten.add.Tensor": ["float32"], "aten.neg.default": list(definition["ops"]["aten.neg.default"])}
     assert len(definition["ops"]["aten.neg.default"]) >= 8  # "*": every dtype the spec gives neg
@@ -168,7 +169,7 @@ def test_claimed_profile_selection_and_a_verdict_that_says_why(tmp_path, backend
         "1 mandatory op x dtype(s) not supported (--profile claimed certifies only what the backend claims)"
     ), last
     report_dir = next(p.parent for p in out.glob("*/report.json"))
-    report = json.loads((report_dir / "report.json").read_text())
+    report = load_report(report_dir / "report.json")
     assert report["verdict"]["unsupported"] == ["aten.mul.Tensor float32"] and report["verdict"]["failing"] == []
     assert {(r["op"], r["dtype"]) for r in report["results"] if r["clause"] == "NUM-001"} == {
         ("aten.add.Tensor", "float32"), ("aten.mul.Tensor", "float32")}
@@ -223,7 +224,7 @@ def test_an_interrupted_run_writes_a_partial_report(tmp_path, how, inherited):
     stdout, stderr = proc.communicate(timeout=300)
     assert running, f"the run ended before it could be interrupted (journal lines seen: {seen[-20:]}): {stdout[-3000:]}"
     assert proc.returncode == 130, stdout[-3000:] + stderr[-3000:]
-    report = json.loads((out / "reference" / "report.json").read_text())
+    report = load_report(out / "reference" / "report.json")
     assert "planned check(s) not run" in report["run"]["partial"] and not report["verdict"]["certified"]
     kept = [r for r in report["results"] if r["category"] == "PASS"]
     left = [r for r in report["results"] if r["category"] == "SKIP"]
@@ -262,7 +263,7 @@ def test_the_printed_replay_command_works_for_a_backend_given_as_a_path(tmp_path
     done = run("certify", backend, "--profile", "seeded", "--ops", "aten.relu.default", "-k", "NUM",
                "--workers", "1", "--skip-perf", "--output", str(tmp_path))
     assert done.returncode == 1, done.stdout[-2000:]
-    report = json.loads(next(tmp_path.glob("*/report.json")).read_text())
+    report = load_report(next(tmp_path.glob("*/report.json")))
     replay = next(r["replay"] for r in report["results"] if r.get("replay"))
     assert replay.startswith("python -m conformance replay ")
     again = run(*replay.split()[3:])
@@ -276,7 +277,7 @@ def test_a_preprocess_returning_str_is_told_as_such_by_pre_001(tmp_path, backend
     done = run("certify", f"{backends}:returns_str", "--profile", "interface", "-k", "PRE_001 or RT_002",
                "--workers", "1", "--skip-perf", "--output", str(tmp_path))
     assert done.returncode == 1, done.stdout[-2000:]
-    report = json.loads(next(tmp_path.glob("*/report.json")).read_text())
+    report = load_report(next(tmp_path.glob("*/report.json")))
     by_clause = {r["clause"]: r for r in report["results"]}
     for clause in ("PRE-001", "RT-002"):
         assert by_clause[clause]["category"] == "CONTRACT_VIOLATION", by_clause[clause]

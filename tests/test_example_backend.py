@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import shutil
 import subprocess
@@ -11,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from conformance.report.model import load_report
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "minimal_backend"
@@ -73,7 +74,7 @@ def test_the_installed_template_is_certified_for_what_it_claims(tmp_path):
         cwd=ROOT, env=env, capture_output=True, text=True,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    report = json.loads((out / "minimal-numpy" / "report.json").read_text())
+    report = load_report(out / "minimal-numpy" / "report.json")
     assert report["backend"]["name"] == "minimal-numpy"
     categories = {r["id"]: r["category"] for r in report["results"]}
     numerics = {f"test_NUM_001_matches_reference[{op}|float32]" for op in CLAIMED}

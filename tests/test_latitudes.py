@@ -11,7 +11,6 @@ reversed sum is certified too, and no latitude is named.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance.report.model import load_report
 from conformance.results import Category
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +43,7 @@ def _certify(out: Path, names, ops: str) -> dict[str, dict]:
     assert done.returncode in (0, 1), f"certify broke (exit {done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
     reports = {}
     for path in out.glob("*/report.json"):
-        report = json.loads(path.read_text())
+        report = load_report(path)
         reports[report["backend"]["name"]] = report
     return {n: reports[f"latitude-{n.replace('_', '-')}"] for n in names}
 

@@ -5,7 +5,6 @@ and a backend name two installed distributions provide."""
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -13,6 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from conformance.report.model import load_report
 
 ROOT = Path(__file__).resolve().parent.parent
 MISBEHAVING = "tests/seeded/misbehaving.py"
@@ -27,7 +28,7 @@ def test_a_thread_left_running_after_destroy_is_named_in_the_report(tmp_path):
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     (path,) = out.glob("*/report.json")
-    (result,) = [r for r in json.loads(path.read_text())["results"] if r["clause"] == "RT-016"]
+    (result,) = [r for r in load_report(path)["results"] if r["clause"] == "RT-016"]
     assert result["category"] == "CONTRACT_VIOLATION", result
     assert "'backend-poller'" in result["message"] and "non-daemon" in result["message"], result
     assert result["stats"]["threads_left"] == ["backend-poller (non-daemon)"]

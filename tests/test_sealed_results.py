@@ -5,13 +5,13 @@ tests/seeded/tampering.py."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 from conformance.cli import EXIT_INVALID, EXIT_REGRESSED
+from conformance.report.model import load_report
 
 ROOT = Path(__file__).resolve().parent.parent
 TAMPERING = "tests/seeded/tampering.py"
@@ -33,7 +33,7 @@ def test_a_plugin_that_rewrites_results_to_pass_changes_no_category(tmp_path):
     log = done.stdout[-3000:] + done.stderr[-3000:]
     assert done.returncode == 1, log
     (path,) = out.glob("*/report.json")
-    report = json.loads(path.read_text())
+    report = load_report(path)
     assert {r["id"]: r["category"] for r in report["results"]} == {"test_RT_017_execute_leaves_inputs_alone": "CONTRACT_VIOLATION"}
     verdict = report["verdict"]
     assert not verdict["certified"] and "RT-017" in verdict["failing_clauses"], verdict
@@ -56,7 +56,7 @@ def test_a_version_that_drops_a_claim_and_refuses_it_is_a_regression_beside_its_
     before = certify(f"{TAMPERING}:claims_relu", "--output", str(tmp_path / "1.0"), *selection)
     assert before.returncode == 1, before.stdout[-3000:] + before.stderr[-3000:]  # -k leaves the contract checks out
     (baseline,) = (tmp_path / "1.0").glob("*/report.json")
-    checks = {r["id"]: r["category"] for r in json.loads(baseline.read_text())["results"]}
+    checks = {r["id"]: r["category"] for r in load_report(baseline)["results"]}
     assert checks == {"test_NUM_001_matches_reference[aten.relu.default|float32]": "PASS"}, checks
 
     done = certify(f"{TAMPERING}:drops_relu", "--output", str(tmp_path / "1.1"), "--baseline", str(baseline), *selection)

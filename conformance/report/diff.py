@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conformance.report.document import read_report
 from conformance.report.model import records
 from conformance.results import CaseResult, Category
 
@@ -137,6 +138,7 @@ def diff(
     today: dt.date | None = None,
 ) -> Diff:
     today = today or dt.date.today()
+    old, new = read_report(old), read_report(new)  # a baseline of a previous format too
     out = Diff()
     if old["spec"]["digest"] != new["spec"]["digest"]:
         out.warnings.append(

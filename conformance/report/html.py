@@ -14,10 +14,17 @@ and every value printed passes :func:`conformance.report.safe.plain` first
 (names, versions, messages, ids, ops, environment) is shown as text: a backend
 whose error message is ``<script>...`` shows that text, it does not run it.
 
+The op x dtype matrix says a cell's category by its glyph and colour (a rule of the page's CSS
+per category, not a style per cell); only the results a reader acts on (failures, inconclusive
+results) carry their message on the cell. A check the backend refused on every draw
+(NOT_SUPPORTED) links to its refusal in ``#refusals``, where each refusal is shown once with
+the ops and dtypes it covers (``markdown.refusal_groups``).
+
 Stable hooks for tests and scripts: ``#verdict[data-certified][data-state]``,
-``#counts .count[data-category][data-count]``, ``#failing-clauses
-tr[data-clause]``, ``#op-dtype-matrix td.cell[data-op][data-dtype]
-[data-category]``, ``#clause-table tr[data-id][data-clause][data-category]``,
+``#counts .count[data-category][data-count]``, ``#failing-clauses tr[data-clause]``,
+``#op-dtype-matrix tr[data-op] td[data-dtype][data-category]``,
+``#refusal-table tr[data-refusal][data-checks] li[data-op] .dtypes``, ``#unsupported li`` (one
+per op, its dtypes in parentheses), ``#clause-table tr[data-id][data-clause][data-category]``,
 ``#perf-chart rect.bar[data-program][data-stage][data-series][data-ratio]``,
 ``#environment [data-key]`` and ``#replay li[data-id]``. The page names the report.json
 it shows in ``<meta name="conformance-report-sha256">`` (``verify`` compares them).
@@ -37,15 +44,20 @@ from markupsafe import Markup
 
 from conformance.api.scalar_type import DTYPE_ORDER
 from conformance.report import safe
+from conformance.report.document import read_report
 from conformance.report.markdown import (
     MODEL_COLUMNS,
     QUANTIZED_COLUMNS,
+    REFUSAL_NOTE,
     model_table,
     op_dtype_matrix,
     performance_devices,
     performance_gaps,
     performance_table,
     quantized_table,
+    refusal,
+    refusal_groups,
+    refused_entirely,
 )
 from conformance.results import COLOURS, FAILURES, INCONCLUSIVE, Category, FailureSummary
 from conformance.specs import FAMILIES
@@ -200,6 +212,7 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None) 
 
 def view(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What the page shows, section by section, as plain data (``report.html.j2`` lays it out)."""
+    report = read_report(report)
     backend = report.get("backend") or {}
     verdict = report.get("verdict") or {}
     state = verdict_state(verdict)
@@ -207,18 +220,21 @@ def view(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None) ->
     failures = _failures_first(report)
     models = model_table(report)
     quantized = quantized_table(report)
+    refusals = _refusals(report)
     return {
         "title": title.strip(),
         "integrity": str((report.get("integrity") or {}).get("sha256", "")),
         "verdict": _verdict(report, state),
         "toc": _toc(has_failures=failures is not None, has_models=bool(models), has_quantized=bool(quantized),
-                    has_out_of_scope=bool((report.get("spec") or {}).get("out_of_scope"))),
+                    has_out_of_scope=bool((report.get("spec") or {}).get("out_of_scope")), has_refusals=bool(refusals)),
         "failures": failures,
         "counts": _counts(report),
         "failing_clauses": _failing_clauses(report, clauses),
         "models": {"columns": MODEL_COLUMNS, "rows": models},
         "quantized": {"columns": QUANTIZED_COLUMNS, "rows": quantized},
-        "matrix": _matrix(report),
+        "matrix": _matrix(report, refusals),
+        "refusals": refusals,
+        "category_styles": [(c.value, chip_style(c.value)) for c in Category],
         "out_of_scope": sorted(((report.get("spec") or {}).get("out_of_scope") or {}).items()),
         "clauses": _clause_table(report, clauses),
         "performance": _performance(report),
@@ -342,7 +358,7 @@ def _verdict(report: Mapping[str, Any], state: str) -> dict[str, Any]:
 
 
 def _toc(has_failures: bool = False, has_models: bool = False, has_quantized: bool = False,
-         has_out_of_scope: bool = False) -> list[tuple[str, str]]:
+         has_out_of_scope: bool = False, has_refusals: bool = False) -> list[tuple[str, str]]:
     return [
         *([("failures", "Failures")] if has_failures else []),
         ("counts", "Counts"),
@@ -350,6 +366,7 @@ def _toc(has_failures: bool = False, has_models: bool = False, has_quantized: bo
         *([("models", "Models")] if has_models else []),
         *([("quantized", "Quantized programs")] if has_quantized else []),
         ("matrix", "Operators × dtypes"),
+        *([("refusals", "Not supported")] if has_refusals else []),
         *([("out-of-scope", "Not certified")] if has_out_of_scope else []),
         ("clauses", "Clauses"),
         ("performance", "Performance"),
@@ -424,11 +441,25 @@ def _failing_clauses(report: Mapping[str, Any], clauses: Mapping[str, Any] | Non
         "heading": "Failing clauses" if verdict.get("certified") else "Why not certified",
         "none": not (rows or unsupported or lists),
         "rows": rows,
-        "unsupported": unsupported,
+        "unsupported": _by_op(unsupported),
+        "unsupported_count": len(unsupported),
+        "refusals": any(" " in u and not u.startswith(("model ", "quantized ")) for u in unsupported),
         "profile": verdict.get("profile", ""),
         "way_out": not str(verdict.get("profile", "")).startswith("claimed"),
         "lists": lists,
     }
+
+
+def _by_op(unsupported: list[str]) -> list[str]:
+    """The verdict's "op dtype" items as one per op, "op (dtype, dtype)"; other items ("model m") as they are."""
+    dtypes: dict[str, list[str]] = {}
+    for item in unsupported:
+        op, _, dtype = item.rpartition(" ")
+        if item.startswith(("model ", "quantized ")) or not op:
+            dtypes.setdefault(item, [])
+        else:
+            dtypes.setdefault(op, []).append(dtype)
+    return [f"{op} ({', '.join(sorted(ds, key=dtype_key))})" if ds else op for op, ds in dtypes.items()]
 
 
 def _numerics_results(report: Mapping[str, Any]) -> dict[tuple[str, str], Mapping[str, Any]]:
@@ -443,11 +474,34 @@ def _numerics_results(report: Mapping[str, Any]) -> dict[tuple[str, str], Mappin
     return cells
 
 
-def _matrix(report: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The op x dtype matrix of the numerics results; None without any."""
+def _refusals(report: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The NUM checks refused on every draw, one row per refusal (``markdown.refusal_groups``), each
+    with its anchor (``refusal-N``) that the matrix's refused cells link to; None without any."""
+    groups = refusal_groups(report)
+    if not groups:
+        return None
+    rows = [
+        {"anchor": f"refusal-{n}", "refusal": g["refusal"], "checks": g["checks"],
+         "ops": [{"op": op, "dtypes": ", ".join(dtypes)} for op, dtypes in g["ops"]]}
+        for n, g in enumerate(groups, 1)
+    ]  # fmt: skip
+    return {"rows": rows, "checks": sum(g["checks"] for g in groups), "note": REFUSAL_NOTE,
+            "anchors": {g["refusal"]: row["anchor"] for g, row in zip(groups, rows)}}
+
+
+def _acted_on(category: Any) -> bool:
+    """A result a reader must act on: a failure of the backend, or one the harness or reference caused."""
+    found = category_of(category)
+    return found is not None and (found in FAILURES or found in INCONCLUSIVE)
+
+
+def _matrix(report: Mapping[str, Any], refusals: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """The op x dtype matrix of the numerics results; None without any. A cell carries its message
+    (on hover, and on click) only for a result a reader acts on; a refused one links to its refusal."""
     matrix = op_dtype_matrix(report)
     if not matrix:
         return None
+    anchors = (refusals or {}).get("anchors") or {}
     results = _numerics_results(report)
     dtypes = sorted({d for row in matrix.values() for d in row}, key=dtype_key)
     present = Counter(c for row in matrix.values() for c in row.values())
@@ -462,12 +516,21 @@ def _matrix(report: Mapping[str, Any]) -> dict[str, Any] | None:
                 continue
             r = results.get((op, dtype), {})
             message = str(r.get("message") or "")
+            acted_on = _acted_on(category)
+            refused = anchors.get(refusal(r)) if r and refused_entirely(r) else None
+            if acted_on:  # the message once: in the popup a click opens
+                hover = f"{op} {dtype}: {category}"
+            elif message and not refused and category != Category.PASS.value:
+                hover = f"{op} {dtype}: {category}: {shorten(message, TITLE_LIMIT)}"
+            else:
+                hover = None
             cells.append(
                 {
                     "dtype": dtype,
                     "category": category,
-                    "hover": f"{op} {dtype}: {category}" + (f": {shorten(message, TITLE_LIMIT)}" if message else ""),
-                    "popup": {"message": message or "(no message)", "replay": r.get("replay")} if message or is_failure(category) else None,
+                    "hover": hover,
+                    "popup": {"message": message or "(no message)", "replay": r.get("replay")} if acted_on else None,
+                    "refusal": refused,
                 }
             )
         rows.append(
@@ -488,12 +551,15 @@ def _matrix(report: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _message_cell(message: str) -> dict[str, str]:
-    """Short messages whole; long ones (or several lines) as a summary that opens on click."""
+    """Short messages whole; a long one (or one of several lines) said once: its beginning, and the
+    rest when it is opened (a click)."""
     if not message:
         return {"kind": "empty"}
     if len(message) <= 240 and "\n" not in message:
         return {"kind": "short", "message": message}
-    return {"kind": "long", "message": message, "summary": shorten(message, 160)}
+    first = message.split("\n", 1)[0][:160]
+    cut = first.rfind(" ", 80) + 1 or len(first)
+    return {"kind": "long", "summary": message[:cut], "rest": message[cut:]}
 
 
 def _clause_table(report: Mapping[str, Any], clauses: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -5,7 +5,11 @@ One <testsuite> per clause family; one <testcase> per result, classname
 a clean refusal (NOT_SUPPORTED) of a check the profile makes mandatory: it keeps the
 backend from being certified. Inconclusive results (harness or reference at fault)
 are <error>; results that did not run, or were refused cleanly and are not
-mandatory, are <skipped> with their category. A last suite, ``<backend>.VERDICT``,
+mandatory, are <skipped> with their category. A result's message is said once: the
+``message`` attribute holds it (up to ``MESSAGE_LIMIT`` characters); the element's text
+holds only what the attribute lacks (the rest of a longer message, the error statistics,
+the failing cases by kind, the replay command). An op x dtype check the backend refused on
+every draw says its refusal (``markdown.refusal``: its op and dtype are the test case's name). A last suite, ``<backend>.VERDICT``,
 holds one testcase, the certification itself, failed when the run is not certified,
 so a CI test view agrees with the exit code. Every suite carries the verdict, the
 profile, the spec digest and the report's integrity hash as properties.
@@ -19,6 +23,8 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from conformance.report import safe
+from conformance.report.document import read_report
+from conformance.report.markdown import refusal, refused_entirely
 from conformance.report.model import records
 from conformance.results import FAILURES, INCONCLUSIVE, CaseResult, Category
 
@@ -26,6 +32,8 @@ _SKIPPED = {Category.NOT_SUPPORTED, Category.NOT_APPLICABLE, Category.SKIP, Cate
 INTEGRITY_PROPERTY = "conformance.report.sha256"
 """A property of every <testsuite>: which report.json this rendering shows (``verify`` compares them)."""
 VERDICT_SUITE = "VERDICT"
+MESSAGE_LIMIT = 500
+"""Characters of a message in the ``message`` attribute; the rest goes in the element's text."""
 
 
 def _properties(parent, report: Mapping[str, Any], integrity: str) -> None:
@@ -43,6 +51,7 @@ def _properties(parent, report: Mapping[str, Any], integrity: str) -> None:
 
 
 def render(report: Mapping[str, Any]) -> str:
+    report = read_report(report)
     backend = safe.plain(report["backend"]["name"])
     integrity = str((report.get("integrity") or {}).get("sha256", ""))
     suites = ET.Element("testsuites", name=f"conformance {backend}")
@@ -67,22 +76,18 @@ def render(report: Mapping[str, Any]) -> str:
                 name=r.id,
                 time=f"{duration:.3f}",
             )
-            message = safe.plain(r.message)
             if category is Category.NOT_SUPPORTED and r.mandatory:
                 counts["failures"] += 1
-                node = ET.SubElement(case, "failure", type=category.value, message=f"mandatory and not supported: {message}"[:500])
-                node.text = _details(r)
+                _outcome(case, "failure", r, "mandatory and not supported: ")
             elif category in FAILURES:
                 counts["failures"] += 1
-                node = ET.SubElement(case, "failure", type=category.value, message=message[:500])
-                node.text = _details(r)
+                _outcome(case, "failure", r)
             elif category in INCONCLUSIVE:
                 counts["errors"] += 1
-                node = ET.SubElement(case, "error", type=category.value, message=message[:500])
-                node.text = _details(r)
+                _outcome(case, "error", r)
             elif category in _SKIPPED:
                 counts["skipped"] += 1
-                ET.SubElement(case, "skipped", type=category.value, message=f"{category.value}: {message}"[:500])
+                _outcome(case, "skipped", r, f"{category.value}: ")
         for key, value in counts.items():
             suite.set(key, str(value))
             totals[key] += value
@@ -125,11 +130,23 @@ def _verdict_details(verdict: Mapping[str, Any]) -> str:
     return "\n".join(safe.plain(line) for line in lines)
 
 
+def _outcome(case, tag: str, r: CaseResult, lead: str = "") -> None:
+    """The <failure>, <error> or <skipped> of ``r``: its message once, in the attribute, and as text
+    only what the attribute lacks (``_details``)."""
+    entry = r.to_json()
+    message = lead + safe.plain(refusal(entry, mask=False) if refused_entirely(entry) else r.message)
+    node = ET.SubElement(case, tag, type=r.category.value, message=message[:MESSAGE_LIMIT])
+    rest = message[MESSAGE_LIMIT:]
+    details = _details(r) if tag != "skipped" else ""
+    text = "\n".join(part for part in (f"... {rest}" if rest else "", details) if part)
+    if text:
+        node.text = text
+
+
 def _details(r: CaseResult) -> str:
-    lines = [safe.plain(r.message)]
-    for key in ("op", "dtype", "program", "stage"):
-        if getattr(r, key):
-            lines.append(f"{key}: {getattr(r, key)}")
+    """What a failure's attribute and its test case's name (the check and its parameters) do not
+    say: the stage it failed in, the error statistics, the failing cases by kind, the replay command."""
+    lines = [f"failed in: {r.failed_stage}"] if r.failed_stage else []
     for key in ("max_abs", "max_ulp", "mae", "snr_db", "worst_index", "expected_at_worst", "actual_at_worst"):
         if key in r.stats:
             lines.append(f"{key}: {r.stats[key]}")

@@ -9,9 +9,11 @@ from typing import Any
 
 from tabulate import tabulate
 
+from conformance.api.scalar_type import DTYPE_ORDER
 from conformance.report import safe
+from conformance.report.document import read_report
 from conformance.report.model import records
-from conformance.results import Category
+from conformance.results import REFUSAL_LEAD, Category, listed_results
 from conformance.specs import EDGE_KINDS
 
 MARKS = {
@@ -39,6 +41,7 @@ def _cell(text: Any) -> str:
 
 
 def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, *, max_failures: int = 50) -> str:
+    report = read_report(report)
     backend = report["backend"]
     verdict = report["verdict"]
     summary = report["summary"]
@@ -150,15 +153,28 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
                      headers=["overload", "why"], tablefmt="github"),
             "",
         ]
+    refused = refusal_groups(report)
+    if refused:
+        checks = sum(g["checks"] for g in refused)
+        lines += [
+            "## Not supported: what the backend refused",
+            "",
+            f"{checks} op x dtype check(s) refused on every draw (NOT_SUPPORTED), {len(refused)} refusal(s): each is shown once "
+            "(the first refused draw's message) with the ops and dtypes it covers. " + REFUSAL_NOTE,
+            "",
+            unpadded_table([(_cell(g["refusal"]), g["checks"], _cell(ops_and_dtypes(g["ops"]))) for g in refused],
+                           ["refusal", "checks", "op (dtypes)"]),
+            "",
+        ]
     domain = supported_domain(report)
     if domain:
         lines += [
-            "## Supported domain: what the backend refused",
+            "## Supported domain: what the backend partly refused",
             "",
             "Every op x dtype check keeps drawing after a refusal and compares every draw the backend takes; "
-            "these refused some (kinds it never took are listed as always refused).",
+            "these compared some draws and refused others (kinds it never took are listed as always refused).",
             "",
-            tabulate(domain, headers=["op", "dtype", "result", "compared", "refused", "by kind"], tablefmt="github"),
+            unpadded_table(domain, ["op", "dtype", "result", "compared", "refused", "by kind"]),
             "",
         ]
     models = model_table(report)
@@ -190,7 +206,7 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
     if matrix:
         dtypes = sorted({d for row in matrix.values() for d in row})
         rows = [[op] + [MARKS.get(matrix[op].get(d, ""), matrix[op].get(d, "")) for d in dtypes] for op in sorted(matrix)]
-        lines += ["## Operators x dtypes", "", tabulate(rows, headers=["op"] + dtypes, tablefmt="github"), ""]
+        lines += ["## Operators x dtypes", "", unpadded_table([[_cell(r[0]), *r[1:]] for r in rows], ["op"] + dtypes), ""]
         lines += ["✅ pass · ❌ mismatch · ⛔ stage failure · ⚠️ contract violation · 💥 crash · ⏱ timeout · — not supported · ❓ inconclusive", ""]
     perf = performance_table(report)
     gaps = performance_gaps(report)
@@ -226,6 +242,14 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
     return "\n".join(lines)
 
 
+def unpadded_table(rows: list[tuple], headers: list[str]) -> str:
+    """A GitHub table whose cells are not padded to their column's width: for tables with long
+    cells or many rows, where padding would multiply the file's size (cells already ``_cell``'d)."""
+    lines = [f"| {' | '.join(headers)} |", f"|{'|'.join('---' for _ in headers)}|"]
+    lines += [f"| {' | '.join(str(c) for c in row)} |" for row in rows]
+    return "\n".join(lines)
+
+
 def embedded_hash(text: str) -> str | None:
     """The integrity sha256 named on the last line of a rendering (None without one)."""
     last = next((line for line in reversed(text.splitlines()) if line.strip()), "")
@@ -243,9 +267,9 @@ def numerics_depth(report: Mapping[str, Any]) -> dict[str, Any]:
         out["checks"] += 1
         out["compared"] += int(stats.get("compared") or 0)
         out["examples"] += int(stats.get("examples") or 0)
-        for layout in stats.get("layouts") or ():
-            out["layouts"] += 1
-            out["by_layout"][layout] = out["by_layout"].get(layout, 0) + 1
+        for layout, runs in (stats.get("layouts") or {}).items():  # runs per layout (report/2)
+            out["layouts"] += int(runs)
+            out["by_layout"][layout] = out["by_layout"].get(layout, 0) + int(runs)
         for key, field in (("applied", "edge_cases"), ("not_applicable", "edge_cases_not_applicable")):
             for kind, n in (stats.get(field) or {}).items():
                 out[key][kind] = out[key].get(kind, 0) + int(n)
@@ -253,14 +277,62 @@ def numerics_depth(report: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def supported_domain(report: Mapping[str, Any]) -> list[tuple]:
-    """(op, dtype, category, compared, refused, summary) of every NUM check that refused a draw."""
+    """(op, dtype, category, compared, refused, summary) of every NUM check that refused a draw and
+    compared others (one refused on every draw is in ``refusal_groups``)."""
     rows = []
     for r in records(report["results"]):
         stats = r.stats
-        if r.family == "NUM" and int(stats.get("refused") or 0) > 0:
+        if r.family == "NUM" and int(stats.get("refused") or 0) > 0 and not refused_entirely(r.to_json()):
             summary = str(stats.get("refusal_summary", "")).partition(": ")[2]
             rows.append((_cell(r.op or ""), r.dtype or "", r.category.value, int(stats.get("compared") or 0), int(stats["refused"]), _cell(summary)))
     return sorted(rows)
+
+
+REFUSAL_NOTE = "Long hexadecimal names (a program's file, an address), which differ from program to program, are shown as …."
+_CASE_LABEL = re.compile(r"^\[[^\]]*\] ")
+_HEX_NAME = re.compile(r"(?:0x)?[0-9a-f]{12,}")
+
+
+def refused_entirely(r: Mapping[str, Any]) -> bool:
+    """A NUM check (a result as report.json holds it) the backend refused on every draw:
+    NOT_SUPPORTED, nothing compared. Plain JSON, so a newer harness's report renders too."""
+    stats = r.get("stats") or {}
+    return str(r.get("clause") or "").startswith("NUM-") and r.get("category") == Category.NOT_SUPPORTED.value and not stats.get("compared")
+
+
+def refusal(r: Mapping[str, Any], *, mask: bool = True) -> str:
+    """What a NUM check refused on every draw says, without what is its own: the lead naming the op,
+    the dtype and the draws (``REFUSAL_LEAD``), the label of the case refused first, and (``mask``)
+    long hexadecimal names, shown as …, so that checks refused for one reason say the same."""
+    message, op, dtype = str(r.get("message") or ""), r.get("op"), r.get("dtype")
+    summary = (r.get("stats") or {}).get("refusal_summary")
+    lead = REFUSAL_LEAD.format(op=op, dtype=dtype, summary=summary) if isinstance(summary, str) else f"{op} {dtype}: "
+    text = _CASE_LABEL.sub("", message[len(lead) :] if message.startswith(lead) else message.removeprefix(f"{op} {dtype}: "))
+    return (_HEX_NAME.sub("…", text) if mask else text) or "(no message)"
+
+
+def refusal_groups(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The NUM checks refused on every draw (NOT_SUPPORTED, nothing compared), one group per
+    ``refusal``: {"refusal", "checks", "ops": [(op, [dtype, ...]), ...]}, most checks first."""
+    groups: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for r in listed_results(report["results"]):
+        if r.get("op") and refused_entirely(r):
+            groups[refusal(r)][str(r["op"])].append(str(r.get("dtype") or ""))
+    out = [
+        {"refusal": text, "checks": sum(map(len, ops.values())),
+         "ops": [(op, sorted(dtypes, key=_dtype_rank)) for op, dtypes in sorted(ops.items())]}
+        for text, ops in groups.items()
+    ]  # fmt: skip
+    return sorted(out, key=lambda g: (-g["checks"], g["refusal"]))
+
+
+def _dtype_rank(dtype: str) -> tuple[int, str]:
+    return (DTYPE_ORDER.index(dtype), dtype) if dtype in DTYPE_ORDER else (len(DTYPE_ORDER), dtype)
+
+
+def ops_and_dtypes(ops: list[tuple[str, list[str]]]) -> str:
+    """"aten.add.Tensor (float16, float32), aten.mul.Tensor (int32)"."""
+    return ", ".join(f"{op} ({', '.join(dtypes)})" for op, dtypes in ops)
 
 
 def failures_by_kind(report: Mapping[str, Any]) -> list[tuple]:

@@ -6,12 +6,16 @@ them into ``report.json``. Everything measured lives under the keys ``timings``,
 ``measurements``, ``duration_s``, ``started``, ``finished`` and ``command``, so two
 runs with the same inputs differ only there (``stable_hash`` compares runs that way).
 
-``integrity`` holds the sha256 of the whole document as written (every key but
-``integrity`` and ``signature``): a summary, a timing or a profile edited after the
-run no longer matches; and the sha256 of each results document the report was built
-from (``results``, by part). Anyone can recompute an unkeyed hash, so it proves only
-that the parts agree; ``signature`` (Ed25519, ``conformance.report.signing``) proves
-who published them. ``conformance.report.verify`` checks both and recomputes the verdict.
+The file itself, its formats and how it is read, are ``conformance.report.document``'s.
+
+``integrity`` holds the sha256 of the whole report (every key but ``integrity`` and
+``signature``) in a canonical form: its results as a list of records, keys sorted, compact
+JSON (``canonical_bytes``), so neither the layout of the file nor the tables change it. A
+summary, a timing or a profile edited after the run no longer matches; and the sha256 of each
+results document the report was built from (``results``, by part). Anyone can recompute an
+unkeyed hash, so it proves only that the parts agree; ``signature`` (Ed25519,
+``conformance.report.signing``) proves who published them. ``conformance.report.verify``
+checks both and recomputes the verdict.
 """
 
 from __future__ import annotations
@@ -28,12 +32,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from conformance import __version__
-from conformance.results import CHECK_PARAMETERS, FAILURES, INCONCLUSIVE, CaseResult, Category
+
+# report.json's file and formats are document's; the names importable from here before stay so ("X as X")
+from conformance.report.document import PREVIOUS_REPORT_SCHEMAS as PREVIOUS_REPORT_SCHEMAS
+from conformance.report.document import REPORT_SCHEMA, ReportError, decoded, layouts_as_counts, read_report
+from conformance.report.document import load_report as load_report
+from conformance.report.document import report_text as report_text
+from conformance.report.document import schema as schema
+from conformance.report.document import validate as validate
+from conformance.results import FAILURES, INCONCLUSIVE, CaseResult, Category, listed_results, result_id
 from conformance.specs import quantized_programs
 from conformance.transport import jsonable
 
 RESULTS_SCHEMA = "torch-backend-conformance/results/1"
-REPORT_SCHEMA = "torch-backend-conformance/report/1"
 HARNESS_NAME = "torch-backend-conformance"
 VOLATILE_KEYS = frozenset({"timings", "measurements", "duration_s", "started", "finished", "integrity", "command"})
 """Keys whose values change from run to run: durations, memory measurements, timestamps."""
@@ -95,13 +106,6 @@ def environment() -> dict[str, Any]:
     }
 
 
-def result_id(record: Mapping[str, Any]) -> str:
-    """A backend-independent, stable id: the check and its parameters other than the backend."""
-    params = [record[k] for k in CHECK_PARAMETERS if record.get(k)]
-    test = record.get("test") or record.get("clause") or "?"
-    return f"{test}[{'|'.join(params)}]" if params else test
-
-
 def result_entries(records: Iterable[CaseResult]) -> list[dict[str, Any]]:
     """The ``results`` of a results document: records without their transport fields, by id (one
     computed from the check's parameters where a journal's record lacks it)."""
@@ -113,9 +117,9 @@ def result_entries(records: Iterable[CaseResult]) -> list[dict[str, Any]]:
     return sorted(entries, key=lambda e: e["id"])
 
 
-def records(results: Iterable[CaseResult | Mapping[str, Any]]) -> list[CaseResult]:
-    """The records of a ``results`` list as report.json holds it (or records already)."""
-    return [r if isinstance(r, CaseResult) else CaseResult.from_json(r) for r in results]
+def records(results: Any) -> list[CaseResult]:
+    """The records of report.json's ``results`` in either form (a list, or tables), or records already."""
+    return [r if isinstance(r, CaseResult) else CaseResult.from_json(r) for r in listed_results(results)]
 
 
 def results_document(state, backend_name: str, records: Iterable[CaseResult]) -> dict[str, Any]:
@@ -283,10 +287,6 @@ def loaded_plugins(config) -> list[str]:
 # Merge and verdict
 
 
-class ReportError(ValueError):
-    """Results documents that cannot be merged (different backend, spec or profile)."""
-
-
 def build_report(documents: list[Mapping[str, Any]], specs) -> dict[str, Any]:
     """Merge results documents of one backend and one spec into a report with a verdict."""
     if not documents:
@@ -318,6 +318,7 @@ def build_report(documents: list[Mapping[str, Any]], specs) -> dict[str, Any]:
     results = sorted(merged.values(), key=lambda r: r.id)
     for r in results:
         r.mandatory = is_mandatory(r, profile, specs)
+        layouts_as_counts(r.stats)
     report = {
         "schema": REPORT_SCHEMA,
         "harness": first["harness"],
@@ -504,19 +505,22 @@ def verdict(results: Iterable[CaseResult | Mapping[str, Any]], profile, specs, p
     return out
 
 
-def schema() -> dict[str, Any]:
-    """The JSON Schema of report.json, shipped in the package."""
-    import importlib.resources
-
-    return json.loads(importlib.resources.files("conformance.report").joinpath("report.schema.json").read_text())
-
-
-def validate(report: Mapping[str, Any]) -> list[str]:
-    """Schema violations of ``report`` (empty when valid)."""
-    from jsonschema import Draft202012Validator
-
-    validator = Draft202012Validator(schema())
-    return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in validator.iter_errors(report)]
+def rerendered(document: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A report of any format this harness reads, in this one, with what changed in words: its
+    results, flags, summary and verdict as they were (not recomputed: the spec it was certified
+    under may not be this harness's), its integrity hash computed again over the new form (the
+    digests of its results documents kept). A report of a previous format loses its signature, which
+    covered the old form (sign it again: ``report --rerender --sign KEY``)."""
+    old = document.get("schema")
+    report = read_report(document)
+    report = dict(report)
+    notes = []
+    if old != REPORT_SCHEMA:
+        notes.append(f"{old} -> {REPORT_SCHEMA}")
+        if report.pop("signature", None) is not None:
+            notes.append("its signature covered the previous format and was dropped")
+    report["integrity"] = {**report["integrity"], "sha256": integrity_hash(report)}
+    return report, notes
 
 
 def _stable(value: Any) -> Any:
@@ -528,10 +532,11 @@ def _stable(value: Any) -> Any:
 
 
 def canonical_bytes(report: Mapping[str, Any]) -> bytes:
-    """The bytes the integrity hash covers: the document as report.json holds it
-    (``transport.jsonable``, idempotent, so the file read back gives the same bytes), keys
-    sorted, without ``integrity`` and ``signature``."""
-    return _canonical({k: v for k, v in report.items() if k not in UNHASHED_KEYS})
+    """The bytes the integrity hash covers: the report with its results as a list of records
+    (``decoded``: the tables of report.json, or its layout, change nothing), as JSON data
+    (``transport.jsonable``, idempotent, so the file read back gives the same bytes), keys sorted,
+    compact, without ``integrity`` and ``signature``."""
+    return _canonical({k: v for k, v in decoded(report).items() if k not in UNHASHED_KEYS})
 
 
 def _canonical(value: Any) -> bytes:
@@ -545,9 +550,9 @@ def document_digest(value: Any) -> str:
 
 
 def part_digests(report: Mapping[str, Any]) -> dict[str, str]:
-    """sha256 of each top-level part of ``report`` but ``integrity`` and ``signature``: what a
-    signature covers, part by part, so that a mismatch names the parts that changed."""
-    return {k: document_digest(v) for k, v in report.items() if k not in UNHASHED_KEYS}
+    """sha256 of each top-level part of ``report`` (``decoded``) but ``integrity`` and ``signature``:
+    what a signature covers, part by part, so that a mismatch names the parts that changed."""
+    return {k: document_digest(v) for k, v in decoded(report).items() if k not in UNHASHED_KEYS}
 
 
 def integrity_hash(report: Mapping[str, Any]) -> str:
@@ -558,6 +563,6 @@ def integrity_hash(report: Mapping[str, Any]) -> str:
 def stable_hash(report: Mapping[str, Any]) -> str:
     """sha256 over what two runs with the same inputs share: everything but VOLATILE_KEYS
     (timings, durations, timestamps, the command line) and the list of merged parts."""
-    body = {k: v for k, v in report.items() if k not in UNHASHED_KEYS}
+    body = {k: v for k, v in decoded(report).items() if k not in UNHASHED_KEYS}
     body["run"] = {k: v for k, v in (body.get("run") or {}).items() if k != "parts"}
     return hashlib.sha256(json.dumps(jsonable(_stable(body), None), sort_keys=True).encode()).hexdigest()

@@ -33,6 +33,7 @@ from typing import Any
 from tabulate import tabulate
 
 from conformance.report import html as report_html
+from conformance.report.document import read_report
 from conformance.report.html import VERDICT_BADGES, VERDICT_COLOURS, chip_style, render_template, tint_style
 from conformance.report.markdown import MARKS, op_dtype_matrix
 from conformance.report.verify import Outcome, Status, verify
@@ -80,7 +81,8 @@ def build(
     *,
     outcomes: list[Outcome] | None = None,
 ) -> dict[str, Any]:
-    """The scoreboard model of ``reports`` (report.json documents), one column each, in the order given.
+    """The scoreboard model of ``reports`` (report.json documents of any format this harness reads),
+    one column each, in the order given.
 
     ``clauses`` (``conformance.specs.load().clauses``) adds each clause's title to its row.
     ``outcomes`` are the reports' verifications (``verify.verify``, one per report); without
@@ -91,6 +93,7 @@ def build(
     if len(outcomes) != len(reports):
         raise ValueError(f"{len(reports)} reports but {len(outcomes)} verification outcomes")
     invalid = [outcome.status is Status.INVALID for outcome in outcomes]
+    reports = [_readable(report) for report in reports]
     # An invalid report's results are not shown: its rows stay empty, its column says why.
     shown = [{"results": []} if bad else report for report, bad in zip(reports, invalid)]
     backends: list[dict[str, Any]] = []
@@ -143,6 +146,15 @@ def build(
     }
     model["comparable"] = not any(w["kind"] == "spec-digest" for w in model["warnings"])
     return model
+
+
+def _readable(report: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``read_report`` of a report, or the report without results when they cannot be read (an
+    invalid report's column shows none of its numbers anyway)."""
+    try:
+        return read_report(report)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return {**report, "results": []}
 
 
 def _validity_warnings(backends: list[dict[str, Any]]) -> list[dict[str, str]]:
@@ -422,5 +434,6 @@ def _clause_cell(backend: Mapping[str, Any], cell: Mapping[str, Any] | None) -> 
 
 
 def _op_cell(backend: Mapping[str, Any], cell: Mapping[str, Any] | None) -> dict[str, Any]:
-    hover = ", ".join(f"{d}: {c}" for d, c in cell["dtypes"].items()) if cell else ""
+    """The hover names the dtypes that did not pass (the cell's "passed/total" says the rest)."""
+    hover = ", ".join(f"{d}: {c}" for d, c in cell["dtypes"].items() if c != Category.PASS.value) if cell else ""
     return _cell(backend, cell, hover, passed=cell and cell["passed"], total=cell and cell["total"])

@@ -4,13 +4,15 @@
 
 ``verify`` checks, in order:
 
-1. the schema (an unknown category, a missing field, a field ``integrity`` or ``signature``
-   does not define);
+1. the schema of the report's own format (an unknown category, a missing field, a field
+   ``integrity`` or ``signature`` does not define; tables of results that do not read back);
+   a report of a previous format (``model.PREVIOUS_REPORT_SCHEMAS``) is checked against its own;
 2. that the report was made under this harness: its spec digest and its harness name and
    version are the installed ones. Otherwise the report is *stale*: its verdict cannot be
    recomputed here, and it is refused unless ``allow_stale`` (then steps 3-6 still run, and
    the outcome says the verdict was not recomputed);
-3. the integrity hash over the whole document (``model.canonical_bytes``);
+3. the integrity hash over the whole report, its results as a list of records
+   (``model.canonical_bytes``: the layout of the file and its tables do not change it);
 4. the signature (Ed25519, ``conformance.report.signing``): with a public key, a signature
    by that key over the report's parts and the digests of its results documents is
    required, and a mismatch names the parts that differ from what was signed; without one,
@@ -41,6 +43,7 @@ from typing import Any
 from conformance import __version__
 from conformance.report import html as html_report
 from conformance.report import junit, markdown, signing
+from conformance.report.document import decoded, read_report, validate
 from conformance.report.model import (
     HARNESS_NAME,
     integrity_hash,
@@ -49,7 +52,6 @@ from conformance.report.model import (
     report_profile,
     results_digests,
     summarize,
-    validate,
     verdict,
 )
 from conformance.results import Category
@@ -135,7 +137,8 @@ def verify(
     allow_stale: bool = False,
     path: str | Path | None = None,
 ) -> Outcome:
-    """Check ``report`` (see the module docstring); ``specs`` defaults to the installed spec.
+    """Check ``report`` (see the module docstring): a report.json document of any format this harness
+    reads, or a report as ``build_report`` makes it; ``specs`` defaults to the installed spec.
     With ``public_key``, the report must be signed by it."""
     if specs is None:
         from conformance import specs as spec_module
@@ -150,20 +153,21 @@ def verify(
         return Outcome(Status.STALE, tuple(stale), report=report)
 
     notes: list[str] = []
-    stored = report["integrity"]["sha256"]
-    if integrity_hash(report) != stored:
+    body = decoded(report)  # what the hash and the signature cover
+    stored = body["integrity"]["sha256"]
+    if integrity_hash(body) != stored:
         problems.append("integrity hash mismatch: the report was changed after it was written")
-    signed, signature_problems, signed_results = _signature(report, public_key, notes)
+    signed, signature_problems, signed_results = _signature(body, public_key, notes)
     problems += signature_problems
-    problems += _duplicate_ids(report["results"])
+    problems += _duplicate_ids(body["results"])
     if stale:
-        problems += _consistency_problems(report)
+        problems += _consistency_problems(body)
         notes.append("verdict not recomputed: " + "; ".join(stale))
     else:
-        problems += _recompute_problems(report, specs)
+        problems += _recompute_problems(read_report(body), specs)
     if path is not None and Path(path).name == "report.json":
         problems += _rendering_problems(Path(path), stored)
-        built_from = report["integrity"].get("results") if signed_results is None else signed_results
+        built_from = body["integrity"].get("results") if signed_results is None else signed_results
         problems += _results_problems(Path(path).parent / "results", built_from, signed_results is not None)
     if problems:
         return Outcome(Status.INVALID, tuple(problems), tuple(notes), report, signed)

@@ -21,6 +21,7 @@ from conformance.checks import test_lazy as checks  # noqa: E402
 from conformance.driver import Driver  # noqa: E402
 from conformance.plugin import ResultRecorder  # noqa: E402
 from conformance.programs import program_for  # noqa: E402
+from conformance.report.model import load_report  # noqa: E402
 from conformance.results import Category, CheckFailure  # noqa: E402
 
 
@@ -362,7 +363,6 @@ def test_finding_first_step_compiles_twice():
 
 def test_report_reads_not_applicable_for_delegate_clauses(tmp_path):
     """RT-002 reports NOT_APPLICABLE with the family reason; LAZY-009 runs."""
-    import json
     import subprocess
     import sys
 
@@ -373,7 +373,7 @@ def test_report_reads_not_applicable_for_delegate_clauses(tmp_path):
         capture_output=True, text=True, timeout=120,
     )
     assert done.returncode in (0, 1), done.stderr[-2000:]
-    results = {r["clause"]: r for r in json.loads((out / "torch-lazy-ts" / "report.json").read_text())["results"]}
+    results = {r["clause"]: r for r in load_report(out / "torch-lazy-ts" / "report.json")["results"]}
     for clause in ("RT-002", "REG-001"):
         assert results[clause]["category"] == "NOT_APPLICABLE"
         assert "torch-lazy-ts is a lazy backend" in results[clause]["message"]

@@ -7,12 +7,13 @@ in a backend's release shows up here. The full runs are `nox -s certify_real`.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from conformance.report.model import load_report
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -80,7 +81,7 @@ def _certify(name: str, profile: str, selection: str, out: Path) -> dict:
         cwd=ROOT, capture_output=True, text=True, timeout=900,
     )
     assert done.returncode in (0, 1), f"certify {name} broke (exit {done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
-    report = json.loads((out / name / "report.json").read_text())
+    report = load_report(out / name / "report.json")
     assert (out / name / "report.html").exists() and (out / name / "junit.xml").exists()
     return report
 

@@ -7,7 +7,6 @@ release fixes one, its test fails and the README entry must be updated.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import signal
@@ -29,6 +28,7 @@ from conformance.call import Call, Tensor  # noqa: E402
 from conformance.checks import _support as support  # noqa: E402
 from conformance.driver import Driver  # noqa: E402
 from conformance.programs import program_for  # noqa: E402
+from conformance.report.model import load_report  # noqa: E402
 from conformance.results import Category, CheckFailure  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -341,7 +341,7 @@ def seeded_session(tmp_path_factory):
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
     reports = {}
     for path in out.glob("*/report.json"):
-        report = json.loads(path.read_text())
+        report = load_report(path)
         reports[report["backend"]["name"]] = report
     return reports, str(specs_dir), seeded
 

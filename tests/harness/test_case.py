@@ -19,6 +19,7 @@ from conformance import specs as spec_module
 from conformance.call import Call, Tensor
 from conformance.compat import torch as compat_torch
 from conformance.discovery import load
+from conformance.report.model import load_report
 from conformance.results import Category
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,7 +107,7 @@ def test_an_example_certify_saved_for_a_relative_path_backend_replays_from_anoth
                "--ops", "aten.relu.default", "--dtypes", "float32", "-k", "NUM", "--workers", "0", "--skip-perf", "--output", str(out)]  # fmt: skip
     done = subprocess.run(certify, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
-    report = json.loads(next(out.glob("*/report.json")).read_text())
+    report = load_report(next(out.glob("*/report.json")))
     (num,) = [r for r in report["results"] if r["clause"] == "NUM-001"]
     assert num["category"] == "MISMATCH" and num["replay"].startswith("python -m conformance replay ")
     directory = Path(num["replay"].split(" replay ", 1)[1])
@@ -210,7 +211,6 @@ def test_a_failure_where_the_meta_kernel_shapes_unlike_eager_or_refuses_is_set_a
 def test_a_num_check_whose_every_call_was_set_aside_is_a_harness_error_not_a_pass(tmp_path):
     """Seen on aten.nonzero.default before its programs went through torch.export: the builder's
     FakeTensorMode refused every call, the check compared 0 programs and reported PASS."""
-    import json
     import subprocess
     import sys
 
@@ -222,6 +222,6 @@ def test_a_num_check_whose_every_call_was_set_aside_is_a_harness_error_not_a_pas
     )  # fmt: skip
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     (report,) = tmp_path.glob("*/report.json")
-    (num,) = [r for r in json.loads(report.read_text())["results"] if r["clause"] == "NUM-001"]
+    (num,) = [r for r in load_report(report)["results"] if r["clause"] == "NUM-001"]
     assert num["category"] == "HARNESS_ERROR", num
     assert "no call reached the backend" in num["message"] and "test rig" in num["message"]

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from conformance import specs
+from conformance.report.model import load_report
 from conformance.strategies import calls, directed
 from conformance.strategies.directed import LARGE_ELEMENTS, LONG_SIDE, broadcast_patterns, draw_directed, plan
 
@@ -229,7 +230,7 @@ def test_a_plain_eager_backend_with_relu_nan_zero_fails_core_fp32(tmp_path, name
         capture_output=True, text=True,
     )
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
-    report = json.loads(next(out.glob("*/report.json")).read_text())
+    report = load_report(next(out.glob("*/report.json")))
     relu = [r for r in report["results"] if "aten.relu.default" in r["id"]]
     assert relu and relu[0]["category"] == "MISMATCH", relu
     assert "NaN" in relu[0]["message"]

@@ -8,7 +8,6 @@ its ``failures`` name both kinds with counts, and show that cases ran after the 
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import pytest
 
 from conformance import replay
 from conformance.report import safe
+from conformance.report.model import load_report
 from conformance.results import CaseResult, FailureKind, FailureSummary, KindCount
 from reference_backend import ReferenceRuntime, backend_under_test
 from reference_backend.kernels import KERNELS
@@ -63,7 +63,7 @@ def _certify(name: str, out: Path, *extra: str) -> tuple[dict, Path]:
     )  # fmt: skip
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
     (report,) = out.glob("*/report.json")
-    results = {r["id"]: r for r in json.loads(report.read_text())["results"]}
+    results = {r["id"]: r for r in load_report(report)["results"]}
     return results[CHECK], report.parent
 
 

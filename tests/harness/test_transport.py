@@ -23,6 +23,7 @@ import pytest
 
 from conformance import transport
 from conformance.plugin import write_json_atomic
+from conformance.report.model import read_report
 
 ROOT = Path(__file__).resolve().parents[2]
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -282,7 +283,7 @@ def test_certify_a_backend_whose_failures_carry_int64_extremes_nan_and_a_surroga
 
     (report_dir,) = [p for p in out.iterdir() if (p / "report.json").exists()]
     text = (report_dir / "report.json").read_text(encoding="utf-8")
-    report = _strict_json(text)
+    report = read_report(_strict_json(text))
     results = {(r["op"], r["dtype"]): r for r in report["results"]}
     assert {f"{op}-{dtype}" for op, dtype in results} == set(SELECTED), sorted(results)  # nothing lost
     assert "NUM-001" in report["verdict"]["failing_clauses"]

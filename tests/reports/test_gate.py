@@ -16,7 +16,7 @@ from conformance import __version__, specs
 from conformance.cli import EXIT_INVALID, EXIT_NOT_CERTIFIED, EXIT_OK, EXIT_REGRESSED, EXIT_STALE, main
 from conformance.report import build_report
 from conformance.report.diff import MISSING_SHOWN, DiffError, Waiver, WaiverError, diff, load_waivers
-from conformance.report.model import RESULTS_SCHEMA, integrity_hash, result_id, stable_hash, validate
+from conformance.report.model import RESULTS_SCHEMA, integrity_hash, load_report, result_id, stable_hash, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -259,8 +259,8 @@ def test_a_sharded_run_merged_equals_the_unsharded_one(tmp_path):
     assert len(parts) == 2
     merged_dir = tmp_path / "merged"
     cli("merge", str(merged_dir), *map(str, parts))
-    a = json.loads((whole / "reference" / "report.json").read_text())
-    b = json.loads((merged_dir / "report.json").read_text())
+    a = load_report(whole / "reference" / "report.json")
+    b = load_report(merged_dir / "report.json")
     assert [r["id"] for r in a["results"]] == [r["id"] for r in b["results"]]
     assert a["verdict"] == b["verdict"]
     assert stable_hash(a) == stable_hash(b), "identical results compare equal (timings, parts and timestamps excluded)"

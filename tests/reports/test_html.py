@@ -13,7 +13,6 @@ install it (CI installs it).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -32,7 +31,7 @@ from conformance import __version__
 from conformance import specs as spec_module
 from conformance.report.html import render
 from conformance.report.markdown import performance_table
-from conformance.report.model import RESULTS_SCHEMA, build_report, result_id
+from conformance.report.model import RESULTS_SCHEMA, build_report, load_report, result_id
 from conformance.results import COLOURS, Category
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -338,6 +337,19 @@ def assert_payload_inert(dom: Node, markup: str) -> None:
     assert "&lt;script&gt;" in markup and "<script>" not in markup
 
 
+def matrix_cells(matrix: Node) -> dict[tuple[str, str], Node]:
+    """(op, dtype) -> the matrix's cell: the op is its row's (tr[data-op]), the dtype its own."""
+    return {(row.attrs["data-op"], cell.attrs["data-dtype"]): cell
+            for row in matrix.find("tbody").find_all("tr", data_op=True) for cell in row.find_all("td", data_category=True)}
+
+
+def assert_coloured_by_category(markup: str, categories) -> None:
+    """The page's CSS colours a matrix cell by its data-category (one rule per category, no style per cell)."""
+    for category in categories:
+        rule = re.search(rf'table\.matrix td\[data-category="{category}"\] \{{([^}}]*)\}}', markup)
+        assert rule and COLOURS[Category(category)] in rule.group(1), category
+
+
 def _write(tmp_path: Path, name: str, markup: str) -> Path:
     page = tmp_path / name
     page.write_text(markup, encoding="utf-8")
@@ -371,11 +383,12 @@ def test_certified_report_in_chromium(tmp_path):
     assert counts == {"PASS": len(report["results"])}
     assert dom.find(id="no-failing-clauses")
 
-    cells = dom.find(id="op-dtype-matrix").find_all("td", class_=True, data_category=True)
+    cells = matrix_cells(dom.find(id="op-dtype-matrix"))
     expected = {(op, d) for op, ds in SPECS.profile("smoke").dtypes.items() for d in ds}
-    assert {(c.attrs["data-op"], c.attrs["data-dtype"]) for c in cells} == expected
-    assert {c.attrs["data-category"] for c in cells} == {"PASS"}
-    assert all(COLOURS[Category.PASS] in c.attrs["style"] for c in cells)
+    assert set(cells) == expected
+    assert {c.attrs["data-category"] for c in cells.values()} == {"PASS"}
+    assert_coloured_by_category(markup, ["PASS"])
+    assert not any("title" in c.attrs or c.find_all("details") for c in cells.values()), "a pass carries no message"
 
     rows = dom.find(id="clause-table").find_all("tr", data_id=True)
     assert {r.attrs["data-clause"] for r in rows} == {c for c in SPECS.profile("smoke").clauses if c != "NUM-001"}
@@ -424,18 +437,18 @@ def test_failing_report_shows_failures_and_stays_inert_in_chromium(tmp_path):
 
     # the matrix: one cell per op x dtype, coloured by category, message on hover and on click
     matrix = dom.find(id="op-dtype-matrix")
-    cells = {(c.attrs["data-op"], c.attrs["data-dtype"]): c for c in matrix.find_all("td", data_category=True)}
+    cells = matrix_cells(matrix)
     assert len(cells) == 15
+    assert_coloured_by_category(markup, ["PASS", "MISMATCH", "EXECUTE_FAIL"])
     for dtype in ("float16", "float32"):
         cell = cells[("aten.maximum.default", dtype)]
         assert cell.attrs["data-category"] == "MISMATCH"
-        assert COLOURS[Category.MISMATCH] in cell.attrs["style"]
-        assert "expected nan" in cell.attrs["title"]
+        assert cell.attrs["title"] == f"aten.maximum.default {dtype}: MISMATCH", "the message once: in the popup"
         assert "1 NaN mismatches" in cell.find("details").find(class_="msg").text()
+        assert "expected nan" in cell.find("details").find(class_="msg").text()
     assert cells[("aten.maximum.default", "int32")].attrs["data-category"] == "PASS"
     evil = cells[("aten.add.Tensor", "int32")]
     assert evil.attrs["data-category"] == "EXECUTE_FAIL"
-    assert PAYLOAD in evil.attrs["title"]
     assert evil.find(class_="msg").text() == "execute failed: Internal (0x01): " + PAYLOAD
     assert {r.attrs["data-op"] for r in matrix.find_all("tr", class_="has-failure")} == {"aten.maximum.default", "aten.add.Tensor"}
     assert matrix.find("td", class_="tally", data_passed="1").parent.attrs["data-op"] == "aten.maximum.default"
@@ -481,11 +494,24 @@ def test_matrix_of_180_ops_by_10_dtypes(tmp_path):
     dom = parse(dump_dom(_write(tmp_path, "wide.html", markup)))
     matrix = dom.find(id="op-dtype-matrix")
     assert [th.attrs["data-dtype"] for th in matrix.find("thead").find_all("th", data_dtype=True)] == dtypes
-    cells = matrix.find_all("td", data_category=True)
+    cells = matrix_cells(matrix)
     assert len(cells) == 1800
-    got = {(c.attrs["data-op"], c.attrs["data-dtype"]): c.attrs["data-category"] for c in cells}
+    got = {key: c.attrs["data-category"] for key, c in cells.items()}
     assert got == {(r["op"], r["dtype"]): r["category"] for r in results}
     assert dom.find("input", id="matrix-only-failing", type="checkbox")
+    # details only where a reader acts: a failure's message on its cell, none on a pass or a refusal
+    for key, cell in cells.items():
+        acted_on = cell.attrs["data-category"] in ("MISMATCH", "EXECUTE_FAIL", "TIMEOUT")
+        assert bool(cell.find_all("details")) == acted_on, key
+    # each refusal once, with the ops and dtypes it covers; a refused cell links to it
+    refused = {(r["op"], r["dtype"]): r["message"] for r in results if r["category"] == "NOT_SUPPORTED"}
+    rows = dom.find(id="refusal-table").find_all("tr", data_refusal=True)
+    assert sum(int(row.attrs["data-checks"]) for row in rows) == len(refused)
+    for (op, dtype), message in refused.items():
+        link = cells[(op, dtype)].find("a").attrs["href"]
+        row = dom.find("tr", id=link.removeprefix("#"))
+        assert row.find("td", class_="msg").text() == message.removeprefix(f"{op} {dtype}: ")
+        assert dtype in row.find("li", data_op=op).find(class_="dtypes").text().split(", ")
     png = screenshot(_write(tmp_path, "wide.html", markup), tmp_path / "matrix.png", size="1400,1400")
     keep_artifact(png, "report-matrix.png")
 
@@ -532,7 +558,7 @@ def test_real_certify_run_of_a_hostile_backend(tmp_path):
     )
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     [path] = out.glob("*/report.json")
-    report = json.loads(path.read_text())
+    report = load_report(path)
     assert {r["id"]: r["category"] for r in report["results"]} == {
         "test_NUM_001_matches_reference[aten.add.Tensor|float32]": "EXECUTE_FAIL",  # ids from parameters only
         "test_RT_002_round_trip": "EXECUTE_FAIL",
@@ -546,10 +572,9 @@ def test_real_certify_run_of_a_hostile_backend(tmp_path):
     assert dom.find(id="verdict").find(class_="badge").text() == "NOT CERTIFIED"
     assert dom.find(id="backend-name").text() == "evil<b>backend</b>"
     assert dom.find(id="verdict-text").text() == report["verdict"]["text"]
-    cell = dom.find("td", data_op="aten.add.Tensor", data_dtype="float32")
+    cell = matrix_cells(dom.find(id="op-dtype-matrix"))[("aten.add.Tensor", "float32")]
     assert cell.attrs["data-category"] == "EXECUTE_FAIL"
     assert cell.find(class_="msg").text().endswith(PAYLOAD)
-    assert PAYLOAD in cell.attrs["title"]
     row = dom.find(id="clause-table").find("tr", data_clause="RT-002")
     assert row.attrs["data-category"] == "EXECUTE_FAIL"
     assert row.find("td", class_="message").text().endswith(PAYLOAD)
@@ -560,7 +585,7 @@ def test_real_certify_run_of_a_hostile_backend(tmp_path):
 def test_quantized_and_partially_delegated_programs_in_chromium(tmp_path):
     """The checked-in quantized report of executorch-xnnpack: one row per QNT result with its budget
     and worst error in steps, and the delegated fraction where XNNPACK took part of a program."""
-    report = json.loads((ROOT / "reports" / "quantized" / "executorch-xnnpack" / "report.json").read_text())
+    report = load_report(ROOT / "reports" / "quantized" / "executorch-xnnpack" / "report.json")
     markup = render(report, SPECS.clauses)
     assert_self_contained(markup)
     dom = parse(dump_dom(_write(tmp_path, "quantized.html", markup)))

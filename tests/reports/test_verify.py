@@ -4,7 +4,8 @@ Reports are built the way a run builds them: a results document as the plugin wr
 (``tests/reports/test_html.py``), then ``python -m conformance report DIR`` in-process,
 which merges it, signs it when given ``--sign KEY``, and writes report.json, report.md,
 report.html and junit.xml. The forger then edits report.json the way someone
-with a text editor and this package would: by hand, with ``integrity_hash``, and even with
+with a text editor and this package would: by hand (its results read back as records with
+``read_report``, or its tables edited in place), with ``integrity_hash``, and even with
 ``summarize`` and ``verdict``, re-rendering the siblings so that only the check under test
 stands between the forgery and a VALID. An unsigned report that holds is VALID, UNSIGNED (exit 5);
 signatures are tests/reports/test_signatures.py's.
@@ -21,7 +22,7 @@ import pytest
 
 from conformance.cli import EXIT_INVALID, EXIT_STALE, EXIT_UNSIGNED, main
 from conformance.report import html, junit, markdown
-from conformance.report.model import integrity_hash, summarize, verdict
+from conformance.report.model import integrity_hash, read_report, summarize, verdict
 from conformance.report.verify import Signature, Status, verify
 from tests.reports.test_html import SPECS, nan_dropped_by_max, profile_results, results_document
 
@@ -36,9 +37,10 @@ def certify(directory: Path, defect=None, *, digest: str | None = None, key_file
 
 
 def forge(directory: Path, edit: Callable[[dict], None], *, rehash: bool = True, rerender: bool = True) -> None:
-    """Edit report.json; then, as a careful forger, rehash it and re-render its siblings."""
+    """Edit report.json (its results as a list of records, a form the schema accepts too); then, as a
+    careful forger, rehash it and re-render its siblings."""
     path = directory / "report.json"
-    report = json.loads(path.read_text())
+    report = read_report(json.loads(path.read_text()))
     edit(report)
     if rehash:
         report["integrity"]["sha256"] = integrity_hash(report)
@@ -217,7 +219,42 @@ def test_the_api_returns_a_structured_outcome(failing):
     report = json.loads((failing / "report.json").read_text())
     outcome = verify(report)
     assert outcome.status is Status.VALID and outcome.ok and outcome.problems == () and outcome.signature is Signature.UNSIGNED
+    report = read_report(report)
+    assert verify(report).status is Status.VALID, "the records read back verify as the file does"
     report["results"][0]["message"] = "edited"
     outcome = verify(report)
     assert outcome.status is Status.INVALID and not outcome.ok
     assert [p.split(":")[0] for p in outcome.problems] == ["integrity hash mismatch"]
+
+
+def test_the_file_is_compact_and_an_edit_of_its_tables_is_caught(capsys, failing):
+    """report.json is one line of compact JSON, its results tables; the hash covers the records they
+    hold, so an edited shared text (one entry of ``texts``, which many results may point at) or a
+    category edited in a row is a mismatch, and tables that do not read back are a schema problem."""
+    path = failing / "report.json"
+    text = path.read_text()
+    document = json.loads(text)
+    assert text == json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=True) + "\n", "compact, keys sorted"
+    assert document["schema"] == "torch-backend-conformance/report/2" and set(document["results"]) == {"paths", "texts", "tables"}
+    records = read_report(document)["results"]
+    assert [r["id"] for r in records] == sorted(r["id"] for r in records)
+
+    edited = json.loads(text)
+    edited["results"]["texts"][0] += " (edited)"
+    path.write_text(json.dumps(edited))
+    rc, out = run(capsys, "verify", str(path))
+    assert rc == EXIT_INVALID and "integrity hash mismatch" in out, out
+
+    edited = json.loads(text)
+    category = edited["results"]["paths"].index(["category"])
+    mismatch = next(t for t in edited["results"]["tables"] if [category, "MISMATCH"] in t.get("constant", ()))
+    mismatch["constant"][mismatch["constant"].index([category, "MISMATCH"])][1] = "PASS"  # the failures, in one place
+    path.write_text(json.dumps(edited))
+    rc, out = run(capsys, "verify", str(path))
+    assert rc == EXIT_INVALID and "integrity hash mismatch" in out, out
+
+    edited = json.loads(text)
+    edited["results"]["tables"][0]["rows"][0].append("one value too many")
+    path.write_text(json.dumps(edited))
+    rc, out = run(capsys, "verify", str(path))
+    assert rc == EXIT_INVALID and "INVALID" in out and "table 0, row 0" in out, out
