@@ -7,7 +7,9 @@ reference in ``core-fp32`` with every fallback forced (tests/harness/test_compat
 Deliberately not here: ``torch._ops.OpOverload`` (the type of ``torch.ops.aten.add.Tensor``) and its
 ``_schema`` (a ``torch.FunctionSchema``). They are the operator model every part of the harness works
 in, named in the signatures of torch's public ``torch.library`` API and read by torch.export's own
-serializer, unchanged since torch 1.13; there is no public alternative a fallback could use. Nor the
+serializer, unchanged since torch 1.13; there is no public alternative a fallback could use. Nor
+``torch.utils._pytree``: its TreeSpec is the type of the public ``ModuleCallSignature.in_spec``/``out_spec``
+and ``ExportedProgram.call_spec``, and torch 2.13 has no public module that makes one. Nor the
 backends whose subject is a private torch API (``torch._lazy``, ``torch._C._jit_to_backend``,
 ``torch._inductor``): those adapters certify that API itself.
 """
