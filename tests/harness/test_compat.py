@@ -27,6 +27,7 @@ from conformance import compat, programs
 from conformance.call import Call, Tensor
 from conformance.compat import hypothesis as compat_hypothesis
 from conformance.compat import torch as compat_torch
+from conformance.report.model import load_report
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -346,17 +347,8 @@ def _certify(out: Path, profile: str, mode: str) -> tuple[dict[str, str], dict]:
         capture_output=True, text=True, timeout=1500, env=env, cwd=out,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    document = json.loads((out / "reference" / "report.json").read_text())
-    return {r["id"]: r["category"] for r in _results(document)}, document
-
-
-def _results(document: dict) -> list[dict]:
-    results = document["results"]
-    if isinstance(results, list):
-        return results
-    from conformance.results import listed_results  # the tabulated form of report.json
-
-    return listed_results(results)
+    document = load_report(out / "reference" / "report.json")
+    return {r["id"]: r["category"] for r in document["results"]}, document
 
 
 def test_the_reference_gives_the_same_categories_with_every_fallback_forced(tmp_path):
