@@ -5,7 +5,9 @@ reports/ to be regenerated. Each report there names the spec it was certified un
 digest); under another spec it is *stale*: it must still verify with its staleness stated
 (schema, integrity hash, renderings, summary and verdict consistent with its own results, the
 verdict not recomputed), and it must be in this harness's report format (``report --rerender``
-brings one of a previous format up without certifying again).
+brings one of a previous format up without certifying again). reports/ holds report.json,
+report.md, report.html and junit.xml per backend and nothing else the repository tracks, at most
+10 MB in all.
 
 What the harness does end to end is held to a small golden report instead,
 tests/reports/golden/report-2/reference: the reference certified for tests/reports/golden/profile.toml
@@ -63,6 +65,32 @@ def test_checked_in_report_verifies_and_says_whether_it_is_stale(path):
     if stale:
         assert verify_file(path).status is Status.STALE
         assert any("verdict not recomputed" in note for note in outcome.notes), outcome.notes
+
+
+BUDGET_BYTES = 10_000_000
+"""What reports/ may hold in all (issue 29: replays, results and logs are build output, not committed)."""
+RENDERINGS = {"report.json", "report.md", "report.html", "junit.xml"}
+BUILD_OUTPUT = {"results", "replays", "logs"}
+
+
+def _tracked() -> list[Path]:
+    """The files of reports/ git tracks (a run of one's own into reports/ is not the repository's)."""
+    try:
+        done = subprocess.run(["git", "ls-files", "-z", "reports"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError):
+        pytest.skip("not a git checkout: which files of reports/ are the repository's is git's to say")
+    return [ROOT / name for name in done.stdout.split("\0") if name]
+
+
+def test_reports_holds_only_the_four_files_per_backend_within_its_budget():
+    files = _tracked()
+    assert not [p for p in files if BUILD_OUTPUT & set(p.relative_to(REPORTS).parts)], "build output is not committed"
+    extra = [str(p.relative_to(REPORTS)) for p in files if p.name not in RENDERINGS and p.parent != REPORTS]
+    assert not extra, f"only {sorted(RENDERINGS)} per backend: {extra}"
+    top = {p.name for p in files if p.parent == REPORTS}
+    assert top <= {"README.md", "scoreboard.md", "scoreboard.html"}, top
+    size = sum(p.stat().st_size for p in files)
+    assert size <= BUDGET_BYTES, f"reports/ holds {size / 1e6:.1f} MB, over its {BUDGET_BYTES / 1e6:.0f} MB"
 
 
 def test_the_golden_report_verifies():
