@@ -29,9 +29,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -717,9 +719,13 @@ def _print_summary(report: dict, report_dir: Path, seconds: float, *, brief: boo
             per_clause[r.clause] = per_clause.get(r.clause, 0) + 1
         print("failing clauses:", ", ".join(f"{c} ({n})" for c, n in sorted(per_clause.items())))
         for r in failing[:10]:
-            print(f"  {r.category.value:17s} {r.id}: {safe.plain(r.message, 160)}")
+            # The whole message (to a point), wrapped: its clue ("where the first tensor holds nan")
+            # is often at its end.
+            text = f"{r.category.value:17s} {r.id}: {safe.plain(r.message, 1200)}"
+            print(textwrap.fill(text, width=max(shutil.get_terminal_size().columns, 80) - 2, initial_indent="  ",
+                                subsequent_indent=" " * 20, break_on_hyphens=False))  # fmt: skip
             if r.replay:
-                print(f"  {'':17s} {r.replay}")
+                print(f"  {'':17s} {_replay_command(r.replay)}")
         if len(failing) > 10:
             print(f"  ... and {len(failing) - 10} more in report.md")
     unsupported = verdict.get("unsupported", [])
@@ -728,6 +734,14 @@ def _print_summary(report: dict, report_dir: Path, seconds: float, *, brief: boo
         print(f"not supported but mandatory for profile {verdict['profile']}: {shown}")
     print(f"reports: {report_dir / 'report.json'}, report.md, report.html, junit.xml  ({seconds:.0f} s)")
     print(f"{'CERTIFIED' if verdict['certified'] else 'NOT CERTIFIED'}: {report['backend']['name']}: {verdict['text']}")
+
+
+def _replay_command(replay: str) -> str:
+    """A report's replay command (``python -m conformance replay DIR``, portable) as this
+    interpreter runs it: the system's python may lack the harness's dependencies (a nox session's
+    environment has them)."""
+    prefix = "python -m conformance "
+    return f"{shlex.quote(sys.executable)} -m conformance {replay[len(prefix):]}" if replay.startswith(prefix) else replay
 
 
 def report_command(ns: argparse.Namespace) -> int:
@@ -904,8 +918,9 @@ def parser() -> argparse.ArgumentParser:
                    help="only these ops of the profile: comma-separated names or patterns (aten.add.*, *conv*); repeatable")
     c.add_argument("--dtypes", action="append", default=None, metavar="DTYPES",
                    help="only these dtypes of the profile, comma-separated (float32,int32); repeatable")
-    c.add_argument("--output", default="reports", help="directory for reports (default: reports)")
-    c.add_argument("--hypothesis-profile", default="ci", choices=HYPOTHESIS_PROFILES)
+    c.add_argument("--output", default="reports", help="where reports go: each backend's into OUTPUT/NAME/ (default: reports)")
+    c.add_argument("--hypothesis-profile", default="ci", choices=HYPOTHESIS_PROFILES,
+                   help="examples drawn per NUM check: ci 8 (default, derandomized), dev 100, thorough 1000 (nightly)")
     c.add_argument("--workers", default="auto", help="pytest-xdist workers (default auto: the cores, or with --cluster a shard's CPUs; "
                    "0 runs in-process, no crash isolation)")
     c.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per check before TIMEOUT")
@@ -946,7 +961,8 @@ def parser() -> argparse.ArgumentParser:
                         "renderings, from itself alone: its results and verdict as they were (not recomputed; a report of "
                         "another spec stays stale), its integrity hash computed again over the new form")
     rp = sub.add_parser("replay", help="re-run a saved failing example")
-    rp.add_argument("directory")
+    rp.add_argument("directory", help="a failing example's replay directory, as the report and the console print it "
+                                      "(reports/NAME/replays/...)")
     rp.add_argument("--backend", default=None, help="backend to run it on (default: the one that failed)")
     d = sub.add_parser("diff", help="compare two reports; exit 6 on a regression (a result no longer passing, missing or failing, a dropped claim, a slowdown)")
     d.add_argument("old")

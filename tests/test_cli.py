@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -171,3 +172,11 @@ def test_the_plugin_options_do_not_clash_with_other_plugins(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "--conformance-backend" in done.stdout and "--conformance-profile" in done.stdout
+
+
+def test_the_console_prints_a_replay_command_this_interpreter_runs():
+    from conformance.cli import _replay_command
+
+    command = _replay_command("python -m conformance replay reports/x/replays/NUM-001-abc")
+    assert command == f"{shlex.quote(sys.executable)} -m conformance replay reports/x/replays/NUM-001-abc"
+    assert _replay_command("something else") == "something else"
