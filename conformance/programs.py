@@ -792,6 +792,11 @@ def batch_program(calls: Sequence[Call], programs: Sequence[Program] | None = No
     A call ``build_program`` cannot express is a HarnessError naming it (batch the others,
     run it alone through ``program_for``). ``programs``: the calls' single programs, already
     built (``program_for``), so they are not built again.
+
+    Only built programs are batched: their values share one FakeTensorMode, while each program
+    torch.export gives has its own, which export's Verifier refuses to see in one graph. Where
+    ``compat.torch.builds_programs()`` does not hold, a batch is a HarnessError and the NUM check
+    runs each call alone (its fallback for a batch it cannot make).
     """
     import torch
     from torch.export.graph_signature import (
@@ -806,6 +811,8 @@ def batch_program(calls: Sequence[Call], programs: Sequence[Program] | None = No
     calls = tuple(calls)
     if not calls:
         raise HarnessError("batch_program needs at least one call")
+    if not compat_torch.builds_programs():
+        raise HarnessError("batches are made of built programs (compat.torch.builds_programs); each call runs alone")
     ops = sorted({c.op for c in calls})
     if len(ops) > 1:
         raise HarnessError(f"a batch holds calls of one operator, got {ops}")

@@ -22,9 +22,13 @@ import pytest
 
 from backend_adapters import executorch_compat
 from conformance.api import BackendError, BackendUnderTest, Error
+from conformance.compat import torch as compat_torch
 from conformance.discovery import DiscoveryError
 from conformance.driver import Driver
 from conformance.results import Category, CheckFailure
+
+BUILT = pytest.mark.skipif(not compat_torch.builds_programs(),
+                           reason="programs are exported (compat.torch.builds_programs): no batch, no NUM program to cache on disk")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -328,8 +332,9 @@ def test_contract_programs_and_batches_without_redundant_retraces_lower_the_same
         for lower in (_lower_xnnpack, _lower_portable):
             skipped, run = _assert_same_both_ways(lower, program, f"{lower.__name__}({name})")
             assert (skipped, run) == (((3, 0) if lower is _lower_xnnpack else (1, 0)) if skips else (0, 0)), name
-    batch = batch_program(_batch_calls("conv"))
-    assert _assert_same_both_ways(_lower_xnnpack, batch.exported, "a batch of 8 convolutions") == ((3, 0) if skips else (0, 0))
+    if compat_torch.builds_programs():  # else no batch (programs.batch_program)
+        batch = batch_program(_batch_calls("conv"))
+        assert _assert_same_both_ways(_lower_xnnpack, batch.exported, "a batch of 8 convolutions") == ((3, 0) if skips else (0, 0))
     # What the guard turns down: a dynamic program (its ranges would be re-derived), a mutation.
     dynamic = _program_dynamic()
     assert not retrace_is_identity(dynamic, {})
@@ -374,6 +379,7 @@ def _batch_calls(kind: str) -> list:
     return out
 
 
+@BUILT
 @pytest.mark.parametrize("kind", ["add", "relu", "conv"])
 def test_a_batch_is_one_xnnpack_delegate_and_matches_its_calls_alone(xnnpack, kind):
     from backend_adapters.executorch_runtime import TEMPLATES
@@ -520,6 +526,7 @@ def fresh_lowering(monkeypatch, tmp_path):
     programs.use_cache_dir(None)
 
 
+@BUILT
 def test_disk_cache_serves_num_programs_to_a_new_process(xnnpack, portable, fresh_lowering, tmp_path, monkeypatch):
     from backend_adapters import executorch_lowering as lowering
     from conformance.programs import build_program
@@ -593,6 +600,7 @@ def test_machine_failures_are_not_kept_as_crashes():
     assert (kept.type_name, kept.message) == ("IndexError", "tuple index out of range")
 
 
+@BUILT
 def test_contract_programs_are_never_served_from_disk(xnnpack, fresh_lowering, tmp_path, monkeypatch):
     """PRE-002 compares two real preprocess outputs of this process, PRE-008 needs fresh processes that
     really preprocess: contract programs bypass the disk cache, NUM programs (built by the harness) use it."""

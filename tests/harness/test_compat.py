@@ -116,6 +116,8 @@ def test_build_program_exports_instead_of_building(public, monkeypatch):
 
 
 def test_exported_program_is_constructed_plainly(public, monkeypatch):
+    import copy
+
     import torch.fx._lazy_graph_module as lazy
     from torch.export import ExportedProgram
 
@@ -123,11 +125,19 @@ def test_exported_program_is_constructed_plainly(public, monkeypatch):
     validated = []
     real = ExportedProgram.validate
     monkeypatch.setattr(ExportedProgram, "validate", lambda self: validated.append(self) or real(self))
-    calls = [_call(), _call()]
-    batch = programs.batch_program(calls)  # assembled from the two calls' (exported) programs
-    assert validated and validated[-1] is batch.exported  # export's Verifier ran at construction
-    outputs = programs.split_outputs(batch, [np.zeros((2, 3), np.float32)] * 2)
-    assert [len(o) for o in outputs] == [1, 1]
+    exported = copy.deepcopy(programs.build_program(_call()))
+    rebuilt = compat_torch.exported_program(
+        root=torch.nn.Module(), graph=exported.graph, graph_signature=exported.graph_signature,
+        state_dict=exported.state_dict, range_constraints=exported.range_constraints,
+        module_call_graph=exported.module_call_graph, example_inputs=exported.example_inputs, constants={},
+    )  # fmt: skip
+    assert validated and validated[-1] is rebuilt  # export's Verifier ran at construction
+    assert "torch.ops.aten.add.Tensor" in rebuilt.graph_module.code
+
+
+def test_a_batch_is_refused_so_each_call_runs_alone(public):
+    with pytest.raises(programs.HarnessError, match="each call runs alone"):
+        programs.batch_program([_call(), _call()])
 
 
 def test_training_ir_verifiers_come_from_an_exported_program(public, monkeypatch):

@@ -294,6 +294,7 @@ def _bits(a) -> tuple:
     return (str(a.dtype), a.shape, a.tobytes())
 
 
+@pytest.mark.skipif(not compat_torch.builds_programs(), reason="programs are exported (compat.torch.builds_programs): no batch")
 @pytest.mark.parametrize("name", BATCHED_OPS)
 def test_a_batch_computes_what_each_call_computes_alone(name):
     batch_calls = _directed_calls(name)
@@ -363,6 +364,7 @@ def test_a_batch_computes_what_each_call_computes_alone(name):
         assert [_bits(x) for x in got] == [_bits(x) for x in want], f"{call.describe()}: the batch differs"
 
 
+@pytest.mark.skipif(not compat_torch.builds_programs(), reason="programs are exported (compat.torch.builds_programs): no batch")
 def test_batch_refusals():
     x = Tensor(np.ones((2, 3), np.float32))
     with pytest.raises(HarnessError, match="at least one call"):
