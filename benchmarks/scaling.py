@@ -6,7 +6,7 @@ One warm-up run fills the program cache and measures every check; then one certi
 worker count, each ordered longest first by the warm-up's durations (as ``certify`` orders a run
 by the previous report), all in this one process so the machine and its load are the same for
 every row. Beside each measured wall time: what list scheduling of the measured durations
-predicts (``conformance.scheduling.list_schedule``, each worker paying the start-up measured as
+predicts (``conformance.run.scheduling.list_schedule``, each worker paying the start-up measured as
 the 1-worker run's wall time less its checks' time), and the same model for 16 workers.
 
 ``--old-tree DIR`` also times another checkout of the project (``git worktree add DIR REV``) at
@@ -27,8 +27,8 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from conformance import scheduling
 from conformance.report.model import load_report
+from conformance.run import scheduling
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,7 +5,7 @@ A thin layer over pytest: ``certify`` runs the checks in ``conformance.checks``
 then the performance checks in a session of their own (timing under xdist is
 unreliable), then merges both results documents into the report.
 With ``--cluster``, the shards of the run go to a Ray cluster instead
-(``conformance.cluster``), and their results documents are merged here.
+(``conformance.run.cluster``), and their results documents are merged here.
 
 Exit codes (every command):
 
@@ -37,11 +37,12 @@ import textwrap
 import time
 from pathlib import Path
 
-from conformance.invocation import HYPOTHESIS_PROFILES
 from conformance.report.model import ReportError, load_report, read_report, records
-from conformance.supervision import JOURNAL_SUFFIX, die_with_parent
-from conformance.supervisor import Supervisor
-from conformance.transport import clean_text
+from conformance.run.invocation import HYPOTHESIS_PROFILES
+from conformance.run.journal import JOURNAL_SUFFIX
+from conformance.run.supervision import die_with_parent
+from conformance.run.supervisor import Supervisor
+from conformance.run.transport import clean_text
 
 EXIT_OK, EXIT_NOT_CERTIFIED, EXIT_USAGE, EXIT_INVALID, EXIT_STALE = 0, 1, 2, 3, 4
 EXIT_UNSIGNED = 5
@@ -189,8 +190,8 @@ def _require_quantizer(profile) -> None:
 
 
 def certify(ns: argparse.Namespace, extra: list[str]) -> int:
-    from conformance import invocation
-    from conformance.plugin import safe_name, write_text_atomic
+    from conformance.run import invocation
+    from conformance.run.files import safe_name, write_text_atomic
     from conformance.specs import is_builtin, profile_definition
 
     specs = _load_specs()
@@ -302,7 +303,7 @@ def _conclude(reports: dict[Path, dict | None], ns: argparse.Namespace, baseline
     return status
 
 
-# -- certify across machines (conformance.cluster) ------------------------------------------------
+# -- certify across machines (conformance.run.cluster) ------------------------------------------------
 
 CLUSTER_OPTIONS = ("shards", "shard_cpus", "shard_retries", "cluster_workdir")
 """Options of --cluster alone."""
@@ -330,7 +331,7 @@ def _check_cluster_options(ns: argparse.Namespace) -> None:
         if ns.shard_retries is not None and ns.shard_retries < 0:
             raise UsageError("--shard-retries must be 0 or more")
         if importlib.util.find_spec("ray") is None:
-            from conformance.cluster import RAY_MISSING
+            from conformance.run.cluster import RAY_MISSING
 
             raise UsageError(RAY_MISSING)
     if ns.record_not_run and not ns.shard:
@@ -358,15 +359,15 @@ def _shard_argv(ns: argparse.Namespace, extra: list[str], selection: str | None,
 
 
 def _certify_on_cluster(ns, run, env, report_dirs: dict[str, Path], *, selection, extra, perf, baseline, started) -> int:
-    """certify --cluster: the shards run on Ray (conformance.cluster), their results documents are
+    """certify --cluster: the shards run on Ray (conformance.run.cluster), their results documents are
     written here and merged (``merge``), a shard lost on every try has its checks recorded not run,
     the merged report is verified, then the verdict and the gate as after a run on one machine."""
     import dataclasses
 
-    from conformance import cluster
     from conformance import specs as spec_module
-    from conformance.plugin import write_json_atomic, write_text_atomic
     from conformance.report import verify as verifying
+    from conformance.run import cluster
+    from conformance.run.files import write_json_atomic, write_text_atomic
 
     key = _private_key(ns.sign)
     retries = cluster.DEFAULT_RETRIES if ns.shard_retries is None else ns.shard_retries
@@ -446,8 +447,8 @@ def _record_not_run(ns, run, env, report_dirs: dict[str, Path], *, selection, ex
     """certify --shard I/N --record-not-run REASON: every check of the shard recorded not run, for a
     shard whose machine left no results (a CI job that died): merged with the other shards, the
     report names these checks instead of leaving them out."""
-    from conformance import cluster
-    from conformance.plugin import write_text_atomic
+    from conformance.run import cluster
+    from conformance.run.files import write_text_atomic
 
     try:
         documents = cluster.not_run_documents(run, ns.record_not_run, dirs={n: d.name for n, d in report_dirs.items()},
@@ -533,9 +534,9 @@ def _say(outcome) -> None:
 
 
 def _durations_snapshot(ns: argparse.Namespace, report_dir: Path, baseline: dict | None) -> Path | None:
-    """The measured durations that order this run (conformance.scheduling), copied into the run's
+    """The measured durations that order this run (conformance.run.scheduling), copied into the run's
     logs before the previous report is removed; None keeps the default order."""
-    from conformance import scheduling
+    from conformance.run import scheduling
 
     choice = ns.durations_from
     if choice == "none":
@@ -558,7 +559,7 @@ def _durations_snapshot(ns: argparse.Namespace, report_dir: Path, baseline: dict
 def _durations_of_file(path: Path) -> dict[str, float]:
     """Check durations from a report.json of any format this harness reads (its results are tables),
     or from a snapshot of durations; empty when the file holds none."""
-    from conformance import scheduling
+    from conformance.run import scheduling
 
     try:
         return scheduling.durations_of(load_report(path)) or scheduling.read_durations(path)
@@ -567,7 +568,7 @@ def _durations_of_file(path: Path) -> dict[str, float]:
 
 
 def _shard_tag(text: str | None) -> str:
-    from conformance.invocation import parse_shard
+    from conformance.run.invocation import parse_shard
 
     if not text:
         return ""
@@ -642,7 +643,7 @@ def build_and_write(report_dir: Path, specs, key=None) -> dict:
     """Merge results/*.json under ``report_dir`` into report.json and its renderings; signed
     when ``key`` (an Ed25519 private key) is given."""
     from conformance.report import build_report
-    from conformance.supervisor import complete_documents
+    from conformance.run.journal import complete_documents
 
     if (report_dir / "results").is_dir():
         complete_documents(report_dir / "results")  # sessions that died before writing their document
@@ -655,11 +656,11 @@ def build_and_write(report_dir: Path, specs, key=None) -> dict:
 def write_report(report_dir: Path, report: dict, specs, key=None) -> dict:
     """report.json (``model.report_text``) and its renderings in ``report_dir``, signed when ``key``
     is given; ReportError for a report that does not match its schema."""
-    from conformance.plugin import write_text_atomic
     from conformance.report import html, junit
     from conformance.report.markdown import render
     from conformance.report.model import report_text, validate
     from conformance.report.signing import sign
+    from conformance.run.files import write_text_atomic
 
     problems = validate(report)
     if problems:  # the harness's own bug: say so instead of publishing a malformed certificate
@@ -858,7 +859,7 @@ def scoreboard_command(ns: argparse.Namespace) -> int:
     model = scoreboard.build(reports, specs.clauses, outcomes=outcomes)
     out = Path(ns.output)
     out.mkdir(parents=True, exist_ok=True)
-    from conformance.plugin import write_text_atomic
+    from conformance.run.files import write_text_atomic
 
     write_text_atomic(out / "scoreboard.md", scoreboard.render_markdown(model))
     write_text_atomic(out / "scoreboard.html", scoreboard.render_html(model))
@@ -900,7 +901,7 @@ def list_command(ns: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     from conformance import __version__
-    from conformance.cluster import DEFAULT_RETRIES
+    from conformance.run.cluster import DEFAULT_RETRIES
 
     p = argparse.ArgumentParser(prog="python -m conformance", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=f"torch-backend-conformance {__version__}")

@@ -41,7 +41,7 @@ from conformance.api import (
 )
 from conformance.api.tensors import Layout, input_layouts, with_layout
 from conformance.results import Category, CheckFailure
-from conformance.supervision import stage
+from conformance.run.supervision import stage
 
 RUNTIME_CAPACITY = 1 << 30
 TEMP_CAPACITY = 1 << 30

@@ -1,7 +1,7 @@
 """Results sealed where they are made, before any third-party hook sees them.
 
 A backend may ship pytest plugins of its own (``BackendUnderTest.pytest_plugins``, the hooks of
-``conformance.hookspecs``); certify loads them into its otherwise closed run. Such a plugin can
+``conformance.plugin.hookspecs``); certify loads them into its otherwise closed run. Such a plugin can
 implement any pytest hook, and every hook that sees a report after the check ran
 (``pytest_runtest_makereport`` wrappers outside ours, ``pytest_runtest_logreport`` in the worker
 and on the controller, the report's (de)serialization) can rewrite the record it carries. So the
@@ -16,7 +16,7 @@ record on the report is not the one the results are built from:
   whose text does not match its hash (torn, edited) is not a seal. When the record the report
   brought differs from the sealed one (its hash differs), the sealed one stands and the change is
   listed in the results document (``run.altered``): a plugin may add facts through the hooks of
-  ``conformance.hookspecs``, it cannot change a category.
+  ``conformance.plugin.hookspecs``, it cannot change a category.
 - A record that arrives with no seal is not believed: the check is a HARNESS_ERROR that says so.
   A sealed record whose report never reached the controller (a hook raised on the way) is still
   kept when the session ends.
@@ -49,11 +49,11 @@ from typing import Any
 
 SEALS_DIR = "sealed"
 HARNESS_PLUGINS = frozenset({"conformance", "xdist", "pytest_timeout", "pytest_benchmark", "_hypothesis_pytestplugin", "hypothesis"})
-"""Top-level packages whose pytest plugins a closed run loads itself (conformance.invocation)."""
+"""Top-level packages whose pytest plugins a closed run loads itself (conformance.run.invocation)."""
 
 
 def digest(text: str) -> str:
-    """The SHA-256 of a record's encoded text (``conformance.transport.encode``: canonical JSON,
+    """The SHA-256 of a record's encoded text (``conformance.run.transport.encode``: canonical JSON,
     keys sorted, ASCII)."""
     return hashlib.sha256(text.encode("ascii", "backslashreplace")).hexdigest()
 

@@ -1,4 +1,4 @@
-"""A backend package's own pytest plugin (conformance.hookspecs): certify loads it into its closed
+"""A backend package's own pytest plugin (conformance.plugin.hookspecs): certify loads it into its closed
 run, its environment facts reach the report, and it is told when the backend is loaded."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Certification across machines (conformance.cluster): the shards of one run on a Ray cluster of
+"""Certification across machines (conformance.run.cluster): the shards of one run on a Ray cluster of
 three local nodes (``ray.cluster_utils.Cluster``: a head that only schedules and two worker nodes
 of one CPU each), merged into a report equal, check by check, to a run on one machine; a worker
 node removed while its shard runs, and the shard run again on the other; and, without Ray, the
@@ -267,7 +267,7 @@ def test_cluster_options_are_refused_where_they_do_not_apply(tmp_path, capsys):
 
 
 def test_ray_is_imported_only_for_a_run_on_a_cluster():
-    code = "import sys; from conformance import cli, cluster; cli.parser(); print(sorted(m for m in sys.modules if m.split('.')[0] == 'ray'))"
+    code = "import sys; from conformance import cli; from conformance.run import cluster; cli.parser(); print(sorted(m for m in sys.modules if m.split('.')[0] == 'ray'))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "[]", said(done)
 

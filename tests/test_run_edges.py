@@ -55,11 +55,11 @@ def test_the_quantized_profile_without_its_quantizer_is_a_usage_error_in_seconds
 def test_ctrl_c_while_the_supervisor_reads_a_journal_ends_the_phase_as_interrupted(tmp_path, monkeypatch):
     """Ctrl-C reached the supervisor between sessions, in read_journal: a KeyboardInterrupt
     traceback instead of the partial report an interrupted run writes."""
-    from conformance import supervisor
+    from conformance.run import journal, supervisor
 
     results = tmp_path / "results"
     results.mkdir()
-    (results / f"checks{supervisor.JOURNAL_SUFFIX}").write_text('{"run": {"tag": "checks"}}\n')
+    (results / f"checks{journal.JOURNAL_SUFFIX}").write_text('{"run": {"tag": "checks"}}\n')
     run = supervisor.Supervisor({"b": results}, hard_timeout=10, deadline=None, budget_s=None)
     monkeypatch.setattr(supervisor.Supervisor, "_session", lambda self, *a, **k: pytest.fail("no session may start"))
     real, pressed = supervisor.read_journal, []
@@ -79,7 +79,7 @@ def test_ctrl_c_while_the_supervisor_reads_a_journal_ends_the_phase_as_interrupt
 
 
 def test_an_interrupted_write_leaves_no_temporary_file_and_a_killed_writers_is_swept(tmp_path, monkeypatch):
-    from conformance.plugin import write_text_atomic
+    from conformance.run.files import write_text_atomic
 
     target = tmp_path / "report.html"
 

@@ -227,7 +227,7 @@ class BackendUnderTest:
     for a backend whose preprocess is slow (a compiler), one preprocess for eight edge cases. The
     verdict of a call whose batched outputs differ is its own, run alone."""
     pytest_plugins: tuple[str, ...] = ()
-    """Modules of pytest plugins this backend's package ships (hooks of ``conformance.hookspecs``),
+    """Modules of pytest plugins this backend's package ships (hooks of ``conformance.plugin.hookspecs``),
     loaded into certify's otherwise closed run and listed in the report."""
     partial_delegation: bool = False
     """Whether preprocess honours ``PARTIAL_DELEGATION`` (ExecuTorch's partitioner model): given that

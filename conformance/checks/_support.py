@@ -20,12 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from conformance import oracle, supervision
+from conformance import oracle
 from conformance.api import BackendUnderTest
 from conformance.api.tensors import to_numpy, to_torch
 from conformance.driver import Driver
 from conformance.programs import ModuleProgram, ProgramCache, module_program
 from conformance.results import Category, CheckFailure
+from conformance.run import supervision
 
 ContractProgram = ModuleProgram
 """A contract program: a small fixed model with its inputs (``conformance.programs.ModuleProgram``)."""

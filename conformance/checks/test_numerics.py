@@ -111,7 +111,7 @@ def _seed(*parts: str) -> int:
 
 def _replay_dir(config, backend_name: str, op: str, dtype: str) -> Path:
     """Beside the backend's report: the directory is named after the backend as requested (--conformance-backend)."""
-    from conformance.plugin import safe_name
+    from conformance.run.files import safe_name
 
     out = config.getoption("conformance_out")
     root = Path(out) if out else Path(config.rootpath) / ".conformance-replays"

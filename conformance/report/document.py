@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.results import listed_results, tabulate_results, untabulate_results
-from conformance.transport import jsonable
+from conformance.run.transport import jsonable
 
 REPORT_SCHEMA = "torch-backend-conformance/report/2"
 PREVIOUS_REPORT_SCHEMAS = ("torch-backend-conformance/report/1",)

@@ -40,9 +40,11 @@ from conformance.report.document import load_report as load_report
 from conformance.report.document import report_text as report_text
 from conformance.report.document import schema as schema
 from conformance.report.document import validate as validate
-from conformance.results import FAILURES, INCONCLUSIVE, CaseResult, Category, listed_results, result_id
+from conformance.results import FAILURES, INCONCLUSIVE, CaseResult, Category, listed_results
+from conformance.results import result_id as result_id
+from conformance.run.journal import result_entries
+from conformance.run.transport import jsonable
 from conformance.specs import quantized_programs
-from conformance.transport import jsonable
 
 RESULTS_SCHEMA = "torch-backend-conformance/results/1"
 HARNESS_NAME = "torch-backend-conformance"
@@ -106,17 +108,6 @@ def environment() -> dict[str, Any]:
     }
 
 
-def result_entries(records: Iterable[CaseResult]) -> list[dict[str, Any]]:
-    """The ``results`` of a results document: records without their transport fields, by id (one
-    computed from the check's parameters where a journal's record lacks it)."""
-    entries = []
-    for r in records:
-        entry = r.to_json()
-        entry["id"] = r.id or result_id(entry)
-        entries.append(entry)
-    return sorted(entries, key=lambda e: e["id"])
-
-
 def records(results: Any) -> list[CaseResult]:
     """The records of report.json's ``results`` in either form (a list, or tables), or records already."""
     return [r if isinstance(r, CaseResult) else CaseResult.from_json(r) for r in listed_results(results)]
@@ -155,7 +146,7 @@ def results_document(state, backend_name: str, records: Iterable[CaseResult]) ->
 
 def _environment(config, backend_name: str) -> dict[str, Any]:
     """``environment()`` and what the backend's own plugin adds (hook pytest_conformance_environment)."""
-    from conformance.transport import clean_text
+    from conformance.run.transport import clean_text
 
     env = environment()
     extra: dict[str, str] = {}
@@ -195,7 +186,7 @@ def report_profile(spec: Mapping[str, Any], specs):
 def backend_info(backend, requested: str | None = None) -> dict[str, Any]:
     """What the report says of the backend; its own strings cleaned and capped (a backend's name,
     version and description are its words, and can be anything)."""
-    from conformance.transport import clean_text
+    from conformance.run.transport import clean_text
 
     manifest = backend.manifest
     return {

@@ -38,7 +38,7 @@ def test_an_unknown_field_or_category_is_refused_by_name():
 def test_certify_offers_exactly_the_registered_hypothesis_profiles():
     from hypothesis import settings
 
-    from conformance.invocation import HYPOTHESIS_PROFILES
+    from conformance.run.invocation import HYPOTHESIS_PROFILES
     from conformance.strategies import profiles
 
     profiles.register()

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from conformance import scheduling
-from conformance.invocation import CLOSED_RUN_PLUGINS, environment
+from conformance.run import scheduling
+from conformance.run.invocation import CLOSED_RUN_PLUGINS, environment
 
 
 def test_list_schedule_is_greedy_longest_first():

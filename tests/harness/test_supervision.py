@@ -10,8 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from conformance import supervision
-from conformance.supervisor import complete_documents, read_journal
+from conformance.run import supervision
+from conformance.run.journal import complete_documents, read_journal
 
 RAW_CHECKS = '''
 import os
@@ -77,7 +77,7 @@ def test_a_worker_is_replaced_after_a_check_leaves_a_thread_running(tmp_path):
 DYING = """
 import os, sys
 sys.path.insert(0, {root!r})
-from conformance import supervision
+from conformance.run import supervision
 supervision.arm({run_dir!r})
 
 def execute():
@@ -137,7 +137,7 @@ SLOW_PACKAGE = {
 }
 TIMED_IMPORT = '''
 import signal, sys, time
-from conformance import supervision
+from conformance.run import supervision
 
 class TimedOut(BaseException):
     pass

@@ -21,9 +21,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from conformance import transport
-from conformance.plugin import write_json_atomic
 from conformance.report.model import read_report
+from conformance.run import transport
+from conformance.run.files import write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance import invocation, transport
-from conformance.report.model import result_entries, result_id
-from conformance.results import CaseResult, Category
+from conformance.results import CaseResult, Category, result_id
+from conformance.run import invocation, supervision, transport
+from conformance.run.journal import result_entries
 
 RAY_MISSING = "--cluster needs Ray on this machine and on every node: pip install 'torch-backend-conformance[cluster]'"
 DEFAULT_RETRIES = 3
@@ -255,8 +255,7 @@ def not_run_documents(
             "--conformance-tag", tag, "--conformance-run-dir", str(run_dir), *(["-k", expression] if expression else []), *extra,
         ]  # fmt: skip
         done = subprocess.run(command, env=dict(env), capture_output=True, text=True, errors="replace", timeout=COLLECT_TIMEOUT)
-        plan_file = run_dir / "plan.json"
-        plan: dict[str, dict] = json.loads(plan_file.read_text()) if plan_file.exists() else {}
+        plan = supervision.read_plan(run_dir)
         headers = {}
         for name, directory in dirs.items():
             path = out / directory / "results" / f"{tag}.json"

@@ -46,7 +46,7 @@ class Run:
     plugins: tuple[str, ...] = ()
     """The backends' own pytest plugin modules (BackendUnderTest.pytest_plugins)."""
     durations: Path | None = None
-    """Measured check durations (conformance.scheduling) that order the checks longest first."""
+    """Measured check durations (conformance.run.scheduling) that order the checks longest first."""
 
     def common(self) -> list[str]:
         args = [*CLOSED_RUN_PLUGINS, "--pyargs", "conformance.checks"]

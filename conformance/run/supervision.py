@@ -14,9 +14,9 @@ run directory the plugin was given (``--conformance-run-dir``, or its own):
   it kills a hung process (faulthandler writes from its C handler, so even a thread holding
   the GIL in native code gets its stack dumped).
 
-The watchdog (``kill``) and the reader (``last_words``) are shared by the pytest plugin's
-watchdog over xdist workers and by the CLI's supervisor over whole sessions
-(``conformance.supervisor``).
+The watchdog (``kill_overdue``), the reader (``last_words``) and the record of a check whose
+process died (``lost_record``) are shared by the pytest plugin's watchdog over xdist workers and
+by the CLI's supervisor over whole sessions (``conformance.run.supervisor``).
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-JOURNAL_SUFFIX = ".journal"
-"""results/<tag>.journal: a session's results document header on its first line, then one record
-per line as each check ends, so a session that dies loses nothing already computed
-(``conformance.supervisor.complete_documents`` turns a journal without its document into one)."""
+from conformance.results import CaseResult, Category, result_id
+from conformance.run import transport
+
 STAGES = ("preprocess", "init", "execute", "destroy")
 _BEACON_BYTES = 64
 _TRACE_SIGNAL = signal.SIGUSR1
@@ -206,6 +206,28 @@ def running(directory: Path) -> list[dict]:
     return found
 
 
+PLAN = "plan.json"
+"""In the run directory: every check a session collected, nodeid -> its parameters (the meta its
+result id is made from), written once by the process that collects first."""
+
+
+def write_plan(directory: Path, plan: dict[str, dict]) -> None:
+    path = directory / PLAN
+    if path.exists():
+        return
+    tmp = path.with_name(f".plan.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(plan))
+    os.replace(tmp, path)
+
+
+def read_plan(directory: Path) -> dict[str, dict]:
+    """The plan a session wrote into ``directory``; empty when it wrote none (it collected nothing)."""
+    try:
+        return json.loads((directory / PLAN).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def forget(directory: Path, pid: int) -> None:
     """Remove what process ``pid`` left (after its death has been recorded)."""
     for suffix in (".json", ".stage", ".trace"):
@@ -213,6 +235,16 @@ def forget(directory: Path, pid: int) -> None:
 
 
 # -- the watchdog's kill ----------------------------------------------------------------------------
+
+
+def kill_overdue(directory: Path, limit: Callable[[dict], float], killed: dict[str, tuple[int, float]]) -> None:
+    """Kill each process of ``directory`` whose check has run past ``limit(marker)`` seconds, once per
+    check; ``killed`` gets the nodeid of each, with (pid, the seconds it had run)."""
+    for info in running(directory):
+        elapsed = time.time() - info["start"]
+        if elapsed > limit(info) and info["nodeid"] not in killed:
+            killed[info["nodeid"]] = (info["pid"], elapsed)
+            kill(info["pid"])
 
 
 def kill(pid: int, *, grace: float = 1.0) -> None:
@@ -260,7 +292,7 @@ class LastWords:
 
 
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line (?P<line>\d+) in (?P<func>\S+)')
-_HARNESS = str(Path(__file__).resolve().parent)
+_HARNESS = str(Path(__file__).resolve().parent.parent)
 _MACHINERY = ("/_pytest/", "/pytest/", "/pluggy/", "/hypothesis/", "/xdist/", "/execnet/", "/pytest_timeout", "/pytest_benchmark/", "/runpy.py", "/threading.py")
 
 
@@ -328,3 +360,34 @@ def describe_exit(status: int | None) -> tuple[str, str | None]:
             name = f"signal {-status}"
         return f"was killed by {name} (signal {-status})", name
     return f"exited with status {status}", None
+
+
+def lost_record(meta: dict, run_dir: Path | None, pid: int | None, status: int | None, *, killed_after: float | None = None) -> CaseResult:
+    """The record of a check (``meta``: its parameters, as the plan or its setup report gave them)
+    whose process died (``status``: its exit status, negative for a signal) or was killed by a
+    watchdog after ``killed_after`` seconds."""
+    words = last_words(run_dir, pid) if run_dir is not None and pid is not None else None
+    where = words.describe() if words else ""
+    stats: dict[str, Any] = {}
+    if words is not None:
+        stats.update({k: v for k, v in (("last_stage", words.stage), ("where", words.where), ("innermost_frame", words.innermost)) if v})
+    if killed_after is not None:
+        category = Category.TIMEOUT
+        message = (
+            f"no result after {killed_after:.0f} s; the process was killed (a hang the in-process timeout "
+            "could not interrupt, e.g. native code holding the GIL)" + (f"; it was {where}" if where else "")
+        )
+        stats["killed_after_s"] = round(killed_after, 1)
+    else:
+        how, signame = describe_exit(status)
+        category = Category.CRASH
+        message = f"the process running this check {how}" + (f" {where}" if where else "") + "; the run went on in a new process"
+        if words is not None and words.fatal:
+            message += f" (faulthandler: {words.fatal})"
+        stats["exit_status"] = status
+        if signame:
+            stats["signal"] = signame
+    record = CaseResult(**meta)
+    record.update(category=category, message=transport.clean_text(message), id=result_id(meta))
+    record.stats.update(stats)
+    return record

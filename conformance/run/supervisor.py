@@ -8,11 +8,12 @@ kills a worker hung past the hard timeout. Where they fall short, this module ta
   and ends the session with the rest of the checks unrun; a pytest session can itself die
   (an INTERNALERROR, a killed controller). So a phase is a loop of sessions: each session's
   plan (``plan.json``, written by the plugin at collection) and journal (``results/<tag>.journal``,
-  one record per finished check) say what is left, and the next session runs exactly that
-  (``--conformance-only``), until nothing is left, nothing moves, or the run's budget is spent.
+  one record per finished check: ``conformance.run.journal``) say what is left, and the next
+  session runs exactly that (``--conformance-only``), until nothing is left, nothing moves, or the
+  run's budget is spent.
 - A session without workers (the performance phase: timing under xdist is unreliable) has no
   one to kill a hung check: here the supervisor's own watchdog reads the markers
-  (``conformance.supervision``) and kills the session past the hard timeout; the check it was
+  (``conformance.run.supervision``) and kills the session past the hard timeout; the check it was
   running is recorded TIMEOUT and the phase resumes after it. A session that dies mid-check
   (a segfault, ``os._exit``) records that check CRASH with the signal or exit status and the
   last contract call it reached.
@@ -24,7 +25,6 @@ kills a worker hung past the hard timeout. Where they fall short, this module ta
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -33,13 +33,11 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from conformance import supervision, transport
-from conformance.report.model import result_id
-from conformance.results import CaseResult, Category
+from conformance.results import CaseResult, Category, result_id
+from conformance.run import supervision
+from conformance.run.journal import JOURNAL_SUFFIX, append_record, complete_documents, read_journal, write_header
 
-JOURNAL_SUFFIX = supervision.JOURNAL_SUFFIX
 EXIT_GRACE_S = 10.0
 """How long a session's process may live on after writing its results."""
 WORKER_MARGIN_S = 15.0
@@ -94,7 +92,7 @@ class Supervisor:
                 before = self._done(tag)
                 status, run_dir, lost = self._session(session_tag, args, env, only, in_process=in_process, log=log, outcome=outcome)
                 if round_ == 0:
-                    plan = _read_plan(run_dir)
+                    plan = supervision.read_plan(run_dir)
                 if any((d / f"{session_tag}{JOURNAL_SUFFIX}").exists() for d in self.results_dirs.values()):
                     header_tag = header_tag if round_ else session_tag
                 outcome.lost += lost
@@ -190,13 +188,7 @@ class Supervisor:
         finished_at = None
         while proc.poll() is None:
             time.sleep(0.2)
-            now = time.time()
-            for info in supervision.running(run_dir):
-                margin = 0.0 if info["pid"] == proc.pid else WORKER_MARGIN_S
-                elapsed = now - info["start"]
-                if elapsed > self.hard_timeout + margin and info["nodeid"] not in killed:
-                    killed[info["nodeid"]] = (info["pid"], elapsed)
-                    supervision.kill(info["pid"])
+            supervision.kill_overdue(run_dir, lambda info: self.hard_timeout + (0.0 if info["pid"] == proc.pid else WORKER_MARGIN_S), killed)
             if not self.budget_left():
                 _kill_group(proc)
                 outcome.budget_spent = True
@@ -214,9 +206,7 @@ class Supervisor:
     def _record_lost(self, session_tag, run_dir, session_pid, status, killed) -> list[str]:
         """Records for the checks the session's own process died or was killed in. A check a worker
         was running when the session's controller died is not charged: it runs again."""
-        from conformance.plugin import lost_record
-
-        plan = _read_plan(run_dir)
+        plan = supervision.read_plan(run_dir)
         lost = []
         for info in supervision.running(run_dir):
             nodeid = info["nodeid"]
@@ -224,11 +214,11 @@ class Supervisor:
                 continue
             meta = dict(plan.get(nodeid) or {"clause": None, "test": nodeid})
             killed_after = killed[nodeid][1] if nodeid in killed else None
-            record = lost_record(meta, run_dir, info["pid"], None if killed_after is not None else status, killed_after=killed_after)
+            record = supervision.lost_record(meta, run_dir, info["pid"], None if killed_after is not None else status, killed_after=killed_after)
             record.update(nodeid=nodeid, duration_s=round(time.time() - info["start"], 3), phase="call")
             journal = self._dir_of(meta) / f"{session_tag}{JOURNAL_SUFFIX}"
             if journal.exists():
-                _append(journal, record)
+                append_record(journal, record)
                 lost.append(nodeid)
         return lost
 
@@ -255,11 +245,10 @@ class Supervisor:
             target = directory / f"{tag}-supervisor{JOURNAL_SUFFIX}"
             if not target.exists():
                 header, _ = read_journal(source)
-                header = {**header, "run": {**header["run"], "tag": f"{tag}-supervisor"}}
-                target.write_text(transport.dumps_document(header, indent=None) + "\n", encoding="utf-8")
+                write_header(target, {**header, "run": {**header["run"], "tag": f"{tag}-supervisor"}})
             record = CaseResult(**meta)
             record.update(nodeid=nodeid, id=result_id(meta), category=category, message=message, duration_s=0.0)
-            _append(target, record)
+            append_record(target, record)
             (directory / f"{tag}-supervisor.json").unlink(missing_ok=True)
 
     def _close_journals(self, tag: str) -> None:
@@ -281,72 +270,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _read_plan(run_dir: Path) -> dict[str, dict]:
-    try:
-        return json.loads((run_dir / "plan.json").read_text())
-    except (OSError, ValueError):
-        return {}
-
-
 def supervision_cleanup(run_dir: Path) -> None:
     import shutil
 
     shutil.rmtree(run_dir, ignore_errors=True)
-
-
-def _append(journal: Path, record: CaseResult) -> None:
-    with open(journal, "a", encoding="utf-8") as f:
-        f.write(transport.dumps_document(record.to_json(transport=True), indent=None) + "\n")
-
-
-def read_journal(path: Path) -> tuple[dict[str, Any], dict[str, CaseResult]]:
-    """(header, nodeid -> record) of a journal; a torn last line (the writer died) is skipped.
-    A failure is not overwritten by a later phase's non-failure (a teardown after a failed call)."""
-    header: dict[str, Any] = {}
-    records: dict[str, CaseResult] = {}
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f):
-            try:
-                value = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(value, dict):
-                continue
-            if i == 0:
-                header = value
-                continue
-            try:
-                record = CaseResult.from_json(value)
-            except (ValueError, TypeError):
-                continue
-            if not isinstance(record.nodeid, str):
-                continue
-            previous = records.get(record.nodeid)
-            if previous is None or not previous.category.is_failure:
-                records[record.nodeid] = record
-    return header, records
-
-
-def complete_documents(results_dir: Path) -> list[Path]:
-    """Turn every journal without its results document into one (a session that died, or the
-    supervisor's own records), so what was computed reaches the report."""
-    from datetime import UTC, datetime
-
-    from conformance.report.model import result_entries
-
-    written = []
-    for journal in sorted(results_dir.glob(f"*{JOURNAL_SUFFIX}")):
-        document_path = journal.with_suffix(".json")
-        if document_path.exists():
-            continue
-        header, records = read_journal(journal)
-        if not header:
-            continue
-        document = dict(header)
-        document["run"] = {**header.get("run", {}), "finished": datetime.now(UTC).isoformat(timespec="seconds")}
-        document["results"] = result_entries(records.values())
-        from conformance.plugin import write_json_atomic
-
-        write_json_atomic(document_path, document)
-        written.append(document_path)
-    return written
