@@ -37,7 +37,7 @@ def certify(tree: Path, out: Path, profile: str, workers: int, durations: Path |
     """One `certify reference` in ``tree``'s checkout: its wall time and its report."""
     cmd = [sys.executable, "-m", "conformance", "certify", "reference", "--profile", profile, "--skip-perf",
            "--workers", str(workers), "--output", str(out)]  # fmt: skip
-    if durations is not None and (tree / "conformance" / "scheduling.py").exists():
+    if durations is not None and (tree / "conformance" / "report" / "document.py").exists():  # older trees cannot read report.json format 2
         cmd += ["--durations-from", str(durations)]
     env = dict(os.environ, PYTHONPATH=str(tree))
     started = time.perf_counter()
@@ -65,24 +65,23 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="conformance-scaling-") as tmp:
         tmp_path = Path(tmp)
         print(f"warm-up: certify reference --profile {ns.profile} --workers {counts[-1]} ...", flush=True)
-        _, warm = certify(ROOT, tmp_path / "warm", ns.profile, counts[-1], None)
-        snapshot = tmp_path / "durations.json"
-        scheduling.write_durations(snapshot, scheduling.durations_of(warm))
+        certify(ROOT, tmp_path / "warm", ns.profile, counts[-1], None)
+        warm_report = tmp_path / "warm" / "reference" / "report.json"
         walls: dict[int, float] = {}
         old_walls: list[float] = []
         for workers in counts:
             print(f"certify with {workers} worker(s) ...", flush=True)
-            walls[workers], report = certify(ROOT, tmp_path / f"w{workers}", ns.profile, workers, snapshot)
+            walls[workers], report = certify(ROOT, tmp_path / f"w{workers}", ns.profile, workers, warm_report)
             if workers == 1:
                 one = scheduling.durations_of(report)
             if ns.old_tree and workers == counts[-1]:
                 print(f"  and the same in {ns.old_tree} ...", flush=True)
-                old_walls.append(certify(Path(ns.old_tree), tmp_path / "old", ns.profile, workers, snapshot)[0])
-                walls[workers] = min(walls[workers], certify(ROOT, tmp_path / f"w{workers}b", ns.profile, workers, snapshot)[0])
-                old_walls.append(certify(Path(ns.old_tree), tmp_path / "old2", ns.profile, workers, snapshot)[0])
+                old_walls.append(certify(Path(ns.old_tree), tmp_path / "old", ns.profile, workers, warm_report)[0])
+                walls[workers] = min(walls[workers], certify(ROOT, tmp_path / f"w{workers}b", ns.profile, workers, warm_report)[0])
+                old_walls.append(certify(Path(ns.old_tree), tmp_path / "old2", ns.profile, workers, warm_report)[0])
         if 1 not in walls:
             print("certify with 1 worker (the model's durations) ...", flush=True)
-            walls[1], report = certify(ROOT, tmp_path / "w1", ns.profile, 1, snapshot)
+            walls[1], report = certify(ROOT, tmp_path / "w1", ns.profile, 1, warm_report)
             one = scheduling.durations_of(report)
 
     work = sum(one.values())

@@ -175,8 +175,8 @@ def test_the_plugin_options_do_not_clash_with_other_plugins(tmp_path):
 
 
 def test_the_console_prints_a_replay_command_this_interpreter_runs():
-    from conformance.cli import _replay_command
+    from conformance.cli.console import replay_invocation
 
-    command = _replay_command("python -m conformance replay reports/x/replays/NUM-001-abc")
+    command = replay_invocation("python -m conformance replay reports/x/replays/NUM-001-abc")
     assert command == f"{shlex.quote(sys.executable)} -m conformance replay reports/x/replays/NUM-001-abc"
-    assert _replay_command("something else") == "something else"
+    assert replay_invocation("something else") == "something else"

@@ -276,13 +276,14 @@ def test_a_shard_gets_every_option_the_user_gave_but_the_drivers():
     """The options a node's certify receives: what the user gave, as given, less what the driver
     applies itself (output, the gate, signing, the cluster's own)."""
     from conformance import cli
+    from conformance.cli.shards import shard_argv
 
     argv = ["certify", "reference", "--profile", "p.toml:x", "--ops", "aten.add.*", "--ops", "*mul*", "--dtypes", "float32",
             "--hypothesis-profile", "dev", "--timeout", "30", "--skip-perf", "--cache-dir", "off", "--budget", "600",
             "--specs", "specs", "--cluster", "auto", "--shards", "8", "--shard-cpus", "2", "--shard-retries", "1",
             "--baseline", "b.json", "--waivers", "w.toml", "--sign", "k.pem", "--output", "elsewhere"]  # fmt: skip
     ns = cli.parser().parse_args(argv)
-    shard = cli._shard_argv(ns, ["-x"], "add or mul", "2")
+    shard = shard_argv(ns, ["-x"], "add or mul", "2")
     assert shard[0] == "reference" and shard[shard.index("--") :] == ["--", "-k", "add or mul", "-x"]
     again = cli.parser().parse_args(["certify", *shard[: shard.index("--")]])
     for dest in ("profile", "ops", "dtypes", "hypothesis_profile", "timeout", "skip_perf", "cache_dir", "budget", "specs"):

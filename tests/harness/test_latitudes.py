@@ -41,9 +41,10 @@ def test_unknown_latitudes_are_refused_when_the_manifest_is_built():
 
 
 def test_certify_refuses_a_backend_declaring_an_unknown_latitude_before_it_runs(tmp_path):
-    """What certify does first (conformance.cli._backend_or_exit): the backend is built, and a
+    """What certify does first (conformance.cli.inputs.backend_or_exit): the backend is built, and a
     manifest naming an unknown latitude is a usage error (exit 2) that says which names exist."""
-    from conformance.cli import UsageError, _backend_or_exit
+    from conformance.cli.exits import UsageError
+    from conformance.cli.inputs import backend_or_exit
 
     path = tmp_path / "accelerator.py"
     path.write_text(
@@ -54,7 +55,7 @@ def test_certify_refuses_a_backend_declaring_an_unknown_latitude_before_it_runs(
         "    return replace(reference, manifest=replace(reference.manifest, latitudes=('tf32', 'bf16')))\n"
     )
     with pytest.raises(UsageError, match=r"unknown latitude\(s\) \['bf16'\]; known: tf32, ftz, daz, reassociation, fast-division, signed-zero"):
-        _backend_or_exit(f"{path}:backend")
+        backend_or_exit(f"{path}:backend")
 
 
 def test_tf32_rounding_is_to_nearest_even_on_a_10_bit_mantissa():
