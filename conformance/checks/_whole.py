@@ -2,8 +2,8 @@
 
 A ``Subject`` is a program with its input ranges, the tolerance of each output and the edge
 set; ``check`` lowers it (preprocess, init), runs it on its own inputs, the edge set and
-hypothesis-drawn inputs, and compares every run's outputs with the reference's, the
-reference's with eager's first (ORACLE_DISAGREEMENT otherwise). It records per-output
+hypothesis-drawn inputs, and compares every run's outputs with the reference's, eager's held
+to the reference's first (``oracle.expect``; ORACLE_DISAGREEMENT otherwise). It records per-output
 statistics against both, and on the first difference names the first operator that goes
 wrong (``conformance.localize``).
 
@@ -273,12 +273,7 @@ def check(backend, result, subject: Subject) -> None:
                 out = module(*[to_torch(a) for a in inputs])
             eager = [to_numpy(o) for o in (out if isinstance(out, (list, tuple)) else (out,))]
             expected = reference.execute(expected_handle, inputs, eager).outputs
-            for i, (r, e) in enumerate(zip(expected, eager)):
-                cmp = oracle.compare(np.asarray(r), e, subject.tolerances[i])
-                if not cmp.ok:
-                    raise CheckFailure(
-                        Category.ORACLE_DISAGREEMENT, f"{subject.label} [{label}]: reference and eager disagree on output {i}: {cmp.message}"
-                    )
+            oracle.expect(expected, eager, what=f"{subject.label} [{label}]", tolerances=subject.tolerances)
             got = driver.execute(loaded, inputs, expected).outputs
             compared = [oracle.compare(np.asarray(a), np.asarray(e), t) for a, e, t in zip(got, expected, subject.tolerances)]
             examples["count"] += 1

@@ -16,12 +16,15 @@ measure). Ops the spec marks ``exact`` (correctly rounded) compare bit for bit, 
 distance, MAE, SNR and the worst index, pass or fail. An op with a derived ``bound`` adds its
 per-element accumulation bound (``bounds``); random and undefined outputs are judged by the
 law their spec names (``laws``), with exact tests at one false-alarm rate (``statistics``).
+Every expected output is cross-checked by one rule (``expectation``): eager held to the reference
+as a backend is.
 """
 
 from conformance.api.scalar_type import dtype_name
-from conformance.oracle import bounds, comparison, laws, statistics, tolerances
+from conformance.oracle import bounds, comparison, expectation, laws, statistics, tolerances
 from conformance.oracle.bounds import *  # noqa: F403
 from conformance.oracle.comparison import *  # noqa: F403
+from conformance.oracle.expectation import *  # noqa: F403
 from conformance.oracle.laws import *  # noqa: F403
 from conformance.oracle.statistics import *  # noqa: F403
 from conformance.oracle.tolerances import *  # noqa: F403
@@ -33,3 +36,4 @@ __all__ += bounds.__all__
 __all__ += comparison.__all__
 __all__ += statistics.__all__
 __all__ += laws.__all__
+__all__ += expectation.__all__

@@ -13,7 +13,7 @@ from conformance.api.scalar_type import complex_dtype, component_dtype, is_compl
 from conformance.specs import OpSpec, Tolerance
 
 __all__ = ["DEFAULT_TOLERANCES", "EXACT", "CORRECTLY_ROUNDED", "COMPLEX_EXACT", "UNDERFLOW", "UNDERFLOW_HALF", "HALF",
-    "ACCUMULATOR", "unit_roundoff", "tolerance_for"]  # fmt: skip
+    "ACCUMULATOR", "CONTRACT_TOLERANCE", "unit_roundoff", "tolerance_for"]  # fmt: skip
 
 
 def _tiny(dtype: str) -> float:
@@ -56,6 +56,8 @@ DEFAULT_TOLERANCES: dict[str, Tolerance] = {
     "complex128": Tolerance(atol=_tiny("float64"), rtol=1e-12, ulp=1, reason=f"float64's (modulus and parts); {UNDERFLOW}"),
 }
 EXACT = Tolerance(atol=0.0, rtol=0.0, reason="integers and bools compare exactly")
+CONTRACT_TOLERANCE = Tolerance(atol=1e-4, rtol=1e-4, reason="contract programs chain several float32 ops", relative_floor=True)
+"""The outputs of the contract programs (checks/_support), whose ops no op spec's tolerance covers together."""
 CORRECTLY_ROUNDED = "correctly rounded in IEEE arithmetic (op spec exact = true): bit for bit"
 COMPLEX_EXACT = (
     "an exact op in complex (op spec exact = true): a complex product or quotient is several IEEE operations, "
