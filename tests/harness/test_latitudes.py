@@ -25,7 +25,7 @@ def _backend(*names: str):
 def _judge(names, op: str, call: Call, actual: np.ndarray):
     """The one output of ``call`` as ``case.compare`` judges it for a backend declaring ``names``."""
     spec = SPECS.op(op)
-    expected, _, limits, others = case._expected(spec, call)  # eager, the reference and the cross-check; no program
+    expected, _, limits, others = case.expectations(spec, call)  # eager, the reference and the cross-check; no program
     return case.compare(_backend(*names), spec, op, [actual], expected, call, limits, others)[0], SimpleNamespace(expected=expected)
 
 

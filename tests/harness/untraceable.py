@@ -7,7 +7,7 @@ the backend. Such a check compared nothing and must not pass.
 
 from __future__ import annotations
 
-import conformance.case as case
+import conformance.case.running as running
 from reference_backend import backend_under_test
 
 
@@ -15,5 +15,5 @@ def _refuse(call, **_):
     raise RuntimeError(f"tracing refused {call.op} (test rig: tests/harness/untraceable.py)")
 
 
-case.program_for = _refuse
+running.program_for = _refuse
 backend = backend_under_test()
