@@ -18,7 +18,8 @@ unwritten output is a CONTRACT_VIOLATION.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +98,21 @@ def sentinel_like(template: np.ndarray) -> np.ndarray:
     return out
 
 
+@contextmanager
+def _runtime_stage(name: str, failed: Category) -> Iterator[None]:
+    """A call into the runtime at stage ``name``: a BackendError is the stage failing (``failed``), any
+    other exception a CONTRACT_VIOLATION (only BackendError may leave init and execute)."""
+    stage(name)
+    try:
+        yield
+    except BackendError as exc:
+        raise CheckFailure(failed, f"{name} failed: {exc}", stage=name) from exc
+    except Exception as exc:
+        raise CheckFailure(
+            Category.CONTRACT_VIOLATION, f"{name} raised {describe_exception(exc)}; only BackendError may leave {name}", stage=name
+        ) from exc
+
+
 class Driver:
     """Runs programs through one ``BackendUnderTest``."""
 
@@ -139,17 +155,8 @@ class Driver:
         allocator = runtime_allocator if runtime_allocator is not None else MemoryAllocator(RUNTIME_CAPACITY)
         context = BackendInitContext(runtime_allocator=allocator, named_data_map=named, method_name="forward")
         start = time.perf_counter_ns()
-        stage("init")
-        try:
+        with _runtime_stage("init", Category.INIT_FAIL):
             handle = self.backend.runtime.init(context, processed, list(self.backend.compile_specs))
-        except BackendError as exc:
-            raise CheckFailure(Category.INIT_FAIL, f"init failed: {exc}", stage="init") from exc
-        except Exception as exc:
-            raise CheckFailure(
-                Category.CONTRACT_VIOLATION,
-                f"init raised {describe_exception(exc)}; only BackendError may leave init",
-                stage="init",
-            ) from exc
         elapsed = time.perf_counter_ns() - start
         if free_processed:
             processed.free()  # ExecuTorch releases the processed blob once init returns
@@ -195,17 +202,9 @@ class Driver:
         temp = temp_allocator if temp_allocator is not None else MemoryAllocator(TEMP_CAPACITY)
         context = BackendExecutionContext(temp_allocator=temp, event_tracer=tracer, method_name="forward")
         start = time.perf_counter_ns()
-        stage("execute")
         try:
-            status = self.backend.runtime.execute(context, loaded.handle, args)
-        except BackendError as exc:
-            raise CheckFailure(Category.EXECUTE_FAIL, f"execute failed: {exc}", stage="execute") from exc
-        except Exception as exc:
-            raise CheckFailure(
-                Category.CONTRACT_VIOLATION,
-                f"execute raised {describe_exception(exc)}; only BackendError may leave execute",
-                stage="execute",
-            ) from exc
+            with _runtime_stage("execute", Category.EXECUTE_FAIL):
+                status = self.backend.runtime.execute(context, loaded.handle, args)
         finally:
             peak = temp.peak
             temp.reset()  # the runtime resets the temp allocator after every execute
@@ -234,6 +233,16 @@ class Driver:
 
     # -- the whole path -------------------------------------------------------------------
 
+    def execute_once(self, result: PreprocessResult, inputs: Sequence[np.ndarray], expected_like: Sequence[np.ndarray],
+                     **options) -> tuple[Loaded, Execution]:
+        """init -> execute -> destroy of one preprocess result: the handle (its init time) and the
+        execution; ``options`` go to ``execute``."""
+        loaded = self.init(result)
+        try:
+            return loaded, self.execute(loaded, inputs, expected_like, **options)
+        finally:
+            self.destroy(loaded)
+
     def run(
         self, exported, inputs: Sequence[np.ndarray], expected_like: Sequence[np.ndarray], *, layout: Layout = "contiguous",
         compile_specs: Sequence[CompileSpec] | None = None,
@@ -241,11 +250,7 @@ class Driver:
         """preprocess -> init -> execute -> destroy; inputs reach the backend in ``layout`` (INPUT_LAYOUTS, or one per input);
         ``compile_specs`` for preprocess (default: the backend's own)."""
         result, _ = self.preprocess(exported, compile_specs)
-        loaded = self.init(result)
-        try:
-            execution = self.execute(loaded, inputs, expected_like, layout=layout)
-        finally:
-            self.destroy(loaded)
+        _, execution = self.execute_once(result, inputs, expected_like, layout=layout)
         return RunResult(
             outputs=execution.outputs,
             preprocess_result=result,

@@ -86,16 +86,8 @@ def test_DBG_002_debug_handles_cover_delegated_nodes(backend, result):
 
 
 def test_DBG_003_events_name_real_instructions(backend, result):
-    program = support.runnable(backend)
-    result.set(program=program.name)
-    driver = Driver(backend)
-    expected = list(support.expected_for(program.name))
-    out, _ = driver.preprocess(program.fresh())
-    loaded = driver.init(out)
-    try:
-        ran = driver.execute(loaded, program.inputs, expected)
-    finally:
-        driver.destroy(loaded)
+    driver, program, out, expected = support.prepared(backend, result)
+    _, ran = driver.execute_once(out, program.inputs, expected)
     if not ran.events:
         result.not_applicable("the backend reports no profiling events")
     keys = set((out.debug_handle_map or {}).keys())

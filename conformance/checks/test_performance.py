@@ -27,6 +27,17 @@ from . import _timing
 PROGRAMS = list(support.CONTRACT_PROGRAMS)
 
 
+def _per_program(stage: str, runners: tuple[str, ...] = ("backend", "reference")):
+    """The marks of a PERF check: its stage, and one test per contract program and runner (the program's
+    id first, as stacked parametrize marks give it)."""
+
+    def mark(test):
+        each = pytest.mark.parametrize("runner", list(runners))(pytest.mark.parametrize("program", PROGRAMS)(test))
+        return pytest.mark.stage(stage)(each)
+
+    return mark
+
+
 def _runner(backend, runner: str):
     return backend if runner == "backend" else support.reference_backend()
 
@@ -63,9 +74,7 @@ def _accepting(backend, runner, program_name, result):
     return driver, program, out
 
 
-@pytest.mark.stage("preprocess")
-@pytest.mark.parametrize("runner", ["backend", "reference"])
-@pytest.mark.parametrize("program", PROGRAMS)
+@_per_program("preprocess")
 def test_PERF_001_preprocess_latency(backend, result, benchmark, program, runner):
     driver, contract, _ = _accepting(backend, runner, program, result)
     copies = []
@@ -73,9 +82,7 @@ def test_PERF_001_preprocess_latency(backend, result, benchmark, program, runner
              device=_device(backend, runner))
 
 
-@pytest.mark.stage("init")
-@pytest.mark.parametrize("runner", ["backend", "reference"])
-@pytest.mark.parametrize("program", PROGRAMS)
+@_per_program("init")
 def test_PERF_002_init_latency(backend, result, benchmark, program, runner):
     driver, _, out = _accepting(backend, runner, program, result)
     handles = []
@@ -89,9 +96,7 @@ def test_PERF_002_init_latency(backend, result, benchmark, program, runner):
     )
 
 
-@pytest.mark.stage("execute")
-@pytest.mark.parametrize("runner", ["backend", "reference", "eager"])
-@pytest.mark.parametrize("program", PROGRAMS)
+@_per_program("execute", ("backend", "reference", "eager"))
 def test_PERF_003_execute_latency(backend, result, benchmark, program, runner):
     import torch
 

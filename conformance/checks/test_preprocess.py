@@ -12,6 +12,7 @@ from conformance.api import BackendError, NamedDataStoreOutput, PreprocessResult
 from conformance.driver import CLEAN_REFUSALS, Driver, describe_exception
 from conformance.results import Category, CheckFailure
 
+from . import _fresh as fresh
 from . import _support as support
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -302,17 +303,17 @@ def _identity(obj) -> Any:
 def test_PRE_008_deterministic_across_processes(backend, result, request):
     program = support.runnable(backend)
     result.set(program=program.name)
-    spec = support.backend_spec(request)
+    spec = fresh.backend_spec(request)
     if spec is None:
         result.not_applicable("the run did not name the backend (--conformance-backend), so no fresh process can load it")
-    seeds = support.HASH_SEEDS
+    seeds = fresh.HASH_SEEDS
     # The verdict is the AOT half's: a backend whose preprocess is the very object an earlier
     # backend of this session had checked (another runtime over the same AOT half) reuses the
     # fresh processes' digests instead of starting two more interpreters (a few seconds each).
     key = (_identity(backend.details), tuple(backend.compile_specs), program.name)
     runs = _FRESH_RUNS.get(key)
     if runs is None:
-        runs = _FRESH_RUNS[key] = support.preprocess_in_fresh_processes(spec, program.name, seeds)
+        runs = _FRESH_RUNS[key] = fresh.preprocess_in_fresh_processes(spec, program.name, seeds)
     else:
         result.set(measurements={"reused_fresh_processes": True})  # depends on scheduling: not a stat
     first, second = (runs[s] for s in seeds)

@@ -31,10 +31,11 @@ import re
 
 import numpy as np
 
-from conformance.api import BackendError, BackendExecutionContext, Error, EValue, EventTracer, MemoryAllocator
+from conformance.api import BackendError, Error, EValue
 from conformance.driver import CLEAN_REFUSALS, Driver, describe_exception
 from conformance.results import Category, CheckFailure
 
+from . import _runtime_errors as runtime_errors
 from . import _support as support
 
 
@@ -124,16 +125,8 @@ def test_RT_050_save_load_round_trip(backend, result):
         raise CheckFailure(Category.CONTRACT_VIOLATION, "the reloaded module's outputs differ bitwise from the original's on the same inputs")
 
 
-def _context():
-    return BackendExecutionContext(temp_allocator=MemoryAllocator(1 << 30), event_tracer=EventTracer())
-
-
 def test_RT_051_wrong_dtype_or_shape_refused(backend, result):
-    program = support.runnable(backend)
-    result.set(program=program.name)
-    driver = Driver(backend)
-    expected = list(support.expected_for(program.name))
-    out, _ = driver.preprocess(program.fresh())
+    driver, program, out, expected = support.prepared(backend, result)
     loaded = driver.init(out)
     try:
         try:
@@ -156,7 +149,7 @@ def test_RT_051_wrong_dtype_or_shape_refused(backend, result):
         for label, value in variants:
             args = [EValue(value)] + [EValue(np.array(a)) for a in program.inputs[1:]] + [EValue(np.zeros_like(e)) for e in expected]
             try:
-                status = backend.runtime.execute(_context(), loaded.handle, args)
+                status = backend.runtime.execute(runtime_errors.context(), loaded.handle, args)
             except BackendError as exc:
                 refusals[label] = exc.error.name
                 continue

@@ -141,6 +141,6 @@ def test_the_failure_summary_travels_through_json_and_the_schema():
 
 @pytest.mark.parametrize(("timeout", "budget"), [(None, 30.0), (40, 10.0), (120, 30.0), (600, 30.0)])
 def test_the_budget_is_a_quarter_of_the_timeout_at_most_thirty_seconds(timeout, budget):
-    from conformance.checks.test_numerics import failure_budget
+    from conformance.checks._num_case import failure_budget
 
     assert failure_budget(timeout) == budget

@@ -14,8 +14,8 @@ from ml_dtypes import bfloat16
 
 from conformance import case, replay, specs
 from conformance.call import Call, Tensor
+from conformance.checks._runtime_errors import dtype_probes, shape_probes
 from conformance.checks.test_numerics import _layout_targets
-from conformance.checks.test_runtime import dtype_probes, shape_probes
 from conformance.programs import _resolve_op, with_weights
 
 ROOT = Path(__file__).resolve().parents[2]

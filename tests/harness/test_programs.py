@@ -415,7 +415,7 @@ def test_leak_measurements_shrink_with_a_slow_operation():
     sleeps 20 ms can run at most budget / 20 ms times per phase, however loaded the machine."""
     import time
 
-    from conformance.checks import _support as support
+    from conformance.checks import _leaks as leaks
 
     calls = []
 
@@ -424,13 +424,13 @@ def test_leak_measurements_shrink_with_a_slow_operation():
         time.sleep(0.02)
 
     budget = 1.0
-    growth = support.measure_growth(slow, what="slow step", ops=1000, warmup=64, time_budget=budget)
-    per = 2 * support.GROWTH_SEGMENTS
+    growth = leaks.measure_growth(slow, what="slow step", ops=1000, warmup=64, time_budget=budget)
+    per = 2 * leaks.GROWTH_SEGMENTS
     assert growth.ops >= 2 * per and growth.ops % per == 0
     bound = 1 + budget / 2 / 0.02 + 2 + budget / 0.02 + per  # first, warm-up, traced probe, measured
     assert len(calls) <= bound, (len(calls), bound)
     fast = []
-    support.measure_growth(lambda: fast.append(1), what="fast step", ops=1000, warmup=64, time_budget=budget)
+    leaks.measure_growth(lambda: fast.append(1), what="fast step", ops=1000, warmup=64, time_budget=budget)
     assert len(fast) == 64 + 1000  # a fast step keeps the full measurement
 
 
