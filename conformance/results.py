@@ -146,8 +146,7 @@ class FailureKind:
     outcome: str = _field(
         "what went wrong: for MISMATCH the kind of element violation (NaN mismatch, infinity mismatch, finite beyond "
         "tolerance, zero of the wrong sign, wrong shape, wrong dtype, law violated); else the stage "
-        "(preprocess failed, init failed, execute failed, contract violation)",
-        {"type": "string"}, default="",
+        "(preprocess failed, init failed, execute failed, contract violation)", {"type": "string"}, default="",
     )
     cases: int = _field("failing cases with this outcome", {"type": "integer", "minimum": 1}, default=0)
     kinds: tuple[KindCount, ...] = _field(

@@ -22,6 +22,7 @@ chooses:
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 import os
 import re
@@ -70,6 +71,17 @@ def within(version: str, lowest: tuple[int, ...], below: tuple[int, ...]) -> boo
     """Whether ``version`` lies in [lowest, below), compared on its numeric release."""
     release = version_tuple(version)
     return lowest <= release < below
+
+
+def tested_range(dependency: str, lowest: tuple[int, ...], below: tuple[int, ...]) -> Callable[[], bool]:
+    """Whether the installed ``dependency`` lies in [lowest, below), the range its private routes were
+    tested on: read once per process (the function's ``cache_clear`` reads it again)."""
+
+    @functools.cache
+    def tested() -> bool:
+        return within(importlib.import_module(dependency).__version__, lowest, below)
+
+    return tested
 
 
 def private_route(dependency: str, name: str, tested: Callable[[], bool], probe: Callable[[], str | None]) -> bool:

@@ -8,7 +8,6 @@ function here takes its public route.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from random import Random
 from typing import Any, TypeVar
@@ -26,11 +25,7 @@ class NoDraw(Exception):
     passes, ``reject()``, an argument it finds invalid)."""
 
 
-@functools.cache
-def _tested() -> bool:
-    import hypothesis
-
-    return compat.within(hypothesis.__version__, *TESTED)
+_tested = compat.tested_range("hypothesis", *TESTED)
 
 
 def _route(name: str, probe) -> bool:

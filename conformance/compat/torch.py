@@ -29,11 +29,7 @@ TESTED = ((2, 13), (2, 14))
 """The torch releases the private routes were tested on: [2.13, 2.14)."""
 
 
-@functools.cache
-def _tested() -> bool:
-    import torch
-
-    return compat.within(torch.__version__, *TESTED)
+_tested = compat.tested_range("torch", *TESTED)
 
 
 def _route(name: str, probe) -> bool:

@@ -60,27 +60,33 @@ def _directed_shape(min_rank: int, max_rank: int, min_side: int) -> tuple[int, .
     return shape
 
 
+def _per_smallest_side(min_side: int, expand) -> st.SearchStrategy:
+    """``expand(lo)`` for a drawn smallest side ``lo`` (``_smallest_side``), each built once."""
+    built: dict[int, st.SearchStrategy] = {}
+
+    def of(lo: int) -> st.SearchStrategy:
+        if lo not in built:
+            built[lo] = expand(lo)
+        return built[lo]
+
+    return _smallest_side(min_side).flatmap(of)
+
+
 EDGE_SIDE = 40
 """The last side of an edge-values tensor: room for every edge value of a domain (at most ~34)."""
 
 
 def shapes(min_rank: int = 0, max_rank: int = 4, min_side: int = 0, max_side: int = MAX_SIDE) -> st.SearchStrategy:
+    """Shapes of ``min_rank`` to ``max_rank`` dims of ``min_side`` to ``max_side`` (the shape an active
+    directive forces, under the edge set)."""
     forced = _directed_shape(min_rank, max_rank, min_side)
-    if forced is not None:
-        return st.just(forced)
-    return _shapes(min_rank, max_rank, min_side, max_side)
+    return st.just(forced) if forced is not None else _shapes(min_rank, max_rank, min_side, max_side)
 
 
 @functools.cache
 def _shapes(min_rank: int, max_rank: int, min_side: int, max_side: int) -> st.SearchStrategy:
     """The drawn shapes of ``shapes``. Strategies are immutable, so each is built (and validated
     by hypothesis) once per process, not once per draw: that was most of a draw's time."""
-    built: dict[int, st.SearchStrategy] = {}
-
-    def of(lo: int) -> st.SearchStrategy[tuple]:
-        if lo not in built:
-            built[lo] = expand(lo)
-        return built[lo]
 
     def expand(lo: int) -> st.SearchStrategy[tuple]:
         if lo > 0:
@@ -89,33 +95,24 @@ def _shapes(min_rank: int, max_rank: int, min_side: int, max_side: int) -> st.Se
         ranked = hnp.array_shapes(min_dims=max(min_rank, 1), max_dims=max(max_rank, 1), min_side=0, max_side=max_side)
         return ranked.flatmap(_with_a_zero) if max_rank >= 1 else hnp.array_shapes(min_dims=0, max_dims=0)
 
-    return _smallest_side(min_side).flatmap(of)
+    return _per_smallest_side(min_side, expand)
 
 
 def broadcast_shapes(n: int, min_rank: int = 0, max_rank: int = 4, max_side: int = MAX_SIDE) -> st.SearchStrategy:
     """``n`` shapes that broadcast together (size-1 and missing dims included)."""
     forced = _directed_broadcast(n, min_rank, max_rank)
-    if forced is not None:
-        return st.just(forced)
-    return _broadcast_shapes(n, min_rank, max_rank, max_side)
+    return st.just(forced) if forced is not None else _broadcast_shapes(n, min_rank, max_rank, max_side)
 
 
 @functools.cache
 def _broadcast_shapes(n: int, min_rank: int, max_rank: int, max_side: int) -> st.SearchStrategy:
-    built: dict[int, st.SearchStrategy] = {}
-
-    def of(lo: int) -> st.SearchStrategy:
-        if lo not in built:
-            built[lo] = expand(lo)
-        return built[lo]
-
     def expand(lo: int) -> st.SearchStrategy:
         drawn = hnp.mutually_broadcastable_shapes(
             num_shapes=n, min_dims=min_rank, max_dims=max_rank, min_side=min(lo, max_side), max_side=max_side
         ).map(lambda bs: bs.input_shapes)
         return drawn if lo > 0 else drawn.flatmap(_emptied)
 
-    return _smallest_side(0).flatmap(of)
+    return _per_smallest_side(0, expand)
 
 
 def _directed_broadcast(n: int, min_rank: int, max_rank: int) -> tuple | None:
