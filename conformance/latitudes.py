@@ -120,9 +120,9 @@ def flush(x: np.ndarray) -> np.ndarray:
 def transformed_call(call: Call, spec: OpSpec, names: Sequence[str]) -> Call:
     """``call`` with its inputs as the latitudes ``names`` read them: daz flushes every floating-point
     tensor's subnormals, tf32 rounds the op spec's tf32 operands of float32."""
-    from conformance.programs import _resolve_op, _schema_args
+    from conformance.programs.operators import resolve_op, schema_args
 
-    schema = [a.name for a in _schema_args(_resolve_op(call.op))]
+    schema = [a.name for a in schema_args(resolve_op(call.op))]
     rounded = set(spec.latitudes.get("tf32", ())) if "tf32" in names else set()
 
     def fn_for(name: str | None) -> Callable[[Tensor], Tensor]:

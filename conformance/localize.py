@@ -41,7 +41,7 @@ from conformance import oracle
 from conformance.api.ops import op_name
 from conformance.api.tensors import to_numpy, to_torch
 from conformance.driver import Driver
-from conformance.programs import assemble, copy_program, node_depths
+from conformance.programs.graphs import assemble, copy_program, input_spec, node_depths, signature
 from conformance.results import CheckFailure
 
 
@@ -236,7 +236,6 @@ def exposing(exported, names: Sequence[str]):
     Inputs, parameters, constants and debug handles are the original's."""
     import torch.utils._pytree as pytree
     from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
-    from torch.export.graph_signature import ExportGraphSignature, OutputKind, OutputSpec, TensorArgument
 
     gm = copy_program(exported).graph_module  # a deep copy that keeps the names the signature uses
     graph = gm.graph
@@ -246,17 +245,13 @@ def exposing(exported, names: Sequence[str]):
     output.args = (tuple(chosen),)
     graph.eliminate_dead_code()
     gm.recompile()
-    signature = ExportGraphSignature(
-        input_specs=list(exported.graph_signature.input_specs),
-        output_specs=[OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(name=n.name), target=None) for n in chosen],
-    )
     root = exported.module_call_graph[0].signature
     in_spec = root.in_spec if root is not None else pytree.tree_flatten(exported.example_inputs or ((), {}))[1]
     out_spec = pytree.tree_flatten(tuple(n.meta["val"] for n in chosen))[1]
     return ExportedProgram(
         root=gm,
         graph=gm.graph,
-        graph_signature=signature,
+        graph_signature=signature(exported.graph_signature.input_specs, chosen),
         state_dict=exported.state_dict,
         range_constraints=exported.range_constraints,
         module_call_graph=[ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec))],
@@ -271,14 +266,6 @@ def isolated_program(exported, name: str, eager: dict[str, np.ndarray]):
     outputs), every tensor node it reads a user input, and the inputs that feed it eager's values
     of them (parameters and constants it reads become inputs too)."""
     import torch
-    from torch.export.graph_signature import (
-        ExportGraphSignature,
-        InputKind,
-        InputSpec,
-        OutputKind,
-        OutputSpec,
-        TensorArgument,
-    )
 
     value = next(n for n in exported.graph.nodes if n.name == name)
     node = producer(value)
@@ -289,16 +276,12 @@ def isolated_program(exported, name: str, eager: dict[str, np.ndarray]):
         placeholder.meta = copy.copy(arg.meta)
         env[arg] = placeholder
         feeds.append(eager[arg.name])
-        input_specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(name=placeholder.name), target=None))
+        input_specs.append(input_spec(placeholder))
     copied = graph.node_copy(node, lambda n: env[n])
     if value is not node:  # one element of a node's several outputs
         env[node] = copied
         copied = graph.node_copy(value, lambda n: env[n])
     graph.output((copied,))
-    signature = ExportGraphSignature(
-        input_specs=input_specs,
-        output_specs=[OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(name=copied.name), target=None)],
-    )
     real = [to_torch(np.asarray(f)) for f in feeds]
-    return assemble(graph, signature, {}, real, (copied.meta["val"],)), feeds
+    return assemble(graph, signature(input_specs, [copied]), {}, real, (copied.meta["val"],)), feeds
 

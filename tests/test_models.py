@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from conformance import specs
-from conformance.models import MODELS, model_program
+from conformance.programs.models import MODELS, model_program
 from tests.certifying import certify
 
 SPEC = specs.load()

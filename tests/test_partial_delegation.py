@@ -10,7 +10,7 @@ operator inside the delegate is still a MISMATCH, named. The backends are in tes
 from __future__ import annotations
 
 from conformance.checks._whole import delegation
-from conformance.models import model_program
+from conformance.programs.models import model_program
 from tests.certifying import certify
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from conformance import specs
 from conformance.checks.test_quantized import _tie_edge
-from conformance.quantize import OPS, Grid, quantized_program
+from conformance.programs.quantize import OPS, Grid, quantized_program
 from tests.certifying import certify
 
 SPEC = specs.load()

@@ -229,10 +229,10 @@ def _transformed(call, tensor, scalar) -> list[np.ndarray | None]:
     """The reference kernel's outputs on the call with each floating-point tensor replaced by
     ``tensor(value)`` (float64) and each Scalar argument of the schema by ``scalar(value)``; a
     ``dtype`` attribute that names a float type becomes float64."""
-    from conformance.programs import _resolve_op
+    from conformance.programs.operators import resolve_op
     from reference_backend.kernels import KERNELS
 
-    op = _resolve_op(call.op)
+    op = resolve_op(call.op)
     scalars = {a.name for a in op._schema.arguments if str(a.type).rstrip("?") in ("Scalar", "number")}
     names = [a.name for a in op._schema.arguments]
     args, kwargs = call.numpy_args()

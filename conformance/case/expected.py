@@ -70,12 +70,12 @@ def reference(call) -> list[np.ndarray | None]:
     calls this kernel on these arguments; tests/harness/test_programs.py shows the
     program path bit-identical), without lowering and running a second program per example.
     """
-    from conformance.programs import _resolve_op, mutated_arguments, scalar_returns
+    from conformance.programs.operators import mutated_arguments, resolve_op, scalar_returns
     from reference_backend.kernels import KERNELS
 
     args, kwargs = call.numpy_args()
     mutated = []
-    for i, name in mutated_arguments(_resolve_op(call.op)):
+    for i, name in mutated_arguments(resolve_op(call.op)):
         if i < len(args) and args[i] is not None:
             args = (*args[:i], np.array(args[i], copy=True), *args[i + 1 :])
             mutated.append(args[i])
@@ -84,7 +84,7 @@ def reference(call) -> list[np.ndarray | None]:
             mutated.append(kwargs[name])
     out = KERNELS[call.op](*args, **kwargs)
     out = [*(out if isinstance(out, (tuple, list)) else (out,)), *mutated]
-    scalar = scalar_returns(_resolve_op(call.op))
+    scalar = scalar_returns(resolve_op(call.op))
     # 0-d stays 0-d; a Scalar return (_local_scalar_dense) is a NumPy scalar, not a 0-d tensor
     return [None if o is None else np.asarray(o)[()] if i < len(scalar) and scalar[i] else np.array(o, order="C", copy=True)
             for i, o in enumerate(out)]

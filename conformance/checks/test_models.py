@@ -35,7 +35,7 @@ def pytest_generate_tests(metafunc):
 
 
 def test_MOD_001_model_matches_reference(backend, result, model, specs):
-    from conformance.models import model_program
+    from conformance.programs.models import model_program
 
     spec = specs.models[model]
     result.set(model=model)

@@ -33,7 +33,7 @@ def pytest_generate_tests(metafunc):
 
 
 def _program(spec):
-    from conformance.quantize import QuantizerMissing, quantized_program
+    from conformance.programs.quantize import QuantizerMissing, quantized_program
 
     try:
         quantized = quantized_program(spec.name, spec.kind, spec.inputs)
@@ -105,7 +105,7 @@ TIES = "exact ties at the input quantize"
 def _tie_inputs(program):
     """The program's inputs with every input that a quantize reads made of exact ties of its grid
     (``quantize.tie_values``), or None when no quantize reads an input."""
-    from conformance.quantize import input_quantizes, tie_values
+    from conformance.programs.quantize import input_quantizes, tie_values
 
     quantizes = input_quantizes(program.exported)
     if not quantizes:

@@ -363,7 +363,7 @@ def size_oblivious(enabled: bool) -> Iterator[None]:
     2.13.
 
     Public fallback: nothing changed. An export may then specialize a dim to 0 or 1, and the program cache
-    (``programs.input_shapes_fit``) exports another variant for inputs it does not fit: more exports, the
+    (``programs.graphs.input_shapes_fit``) exports another variant for inputs it does not fit: more exports, the
     same programs for the shapes they serve."""
     if not enabled or not _route("size_oblivious", _probe_size_oblivious):
         yield

@@ -57,10 +57,10 @@ def undefined_output(spec: OpSpec | None, call, index: int) -> str | None:
         return None
     if not rules[index]:
         return "values undefined for every call (op spec defined_outputs: false)"
-    from conformance.programs import _resolve_op, _schema_args
+    from conformance.programs.operators import resolve_op, schema_args
 
     given = arguments(call)
-    defaults = {a.name: a.default for a in _schema_args(_resolve_op(call.op)) if a.has_default}
+    defaults = {a.name: a.default for a in schema_args(resolve_op(call.op)) if a.has_default}
     for key, allowed in rules[index].items():
         value = given.get(key, defaults.get(key))
         if value not in allowed:
@@ -71,10 +71,10 @@ def undefined_output(spec: OpSpec | None, call, index: int) -> str | None:
 def arguments(call) -> dict[str, Any]:
     """The call's arguments by their ATen schema names, tensors as NumPy arrays (the schema's
     defaults for those it leaves out)."""
-    from conformance.programs import _resolve_op, _schema_args
+    from conformance.programs.operators import resolve_op, schema_args
 
     args, kwargs = call.numpy_args()
-    schema = _schema_args(_resolve_op(call.op))
+    schema = schema_args(resolve_op(call.op))
     bound = {a.name: a.default for a in schema if a.has_default}
     bound.update(zip((a.name for a in schema), args))
     bound.update(kwargs)

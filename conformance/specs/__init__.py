@@ -2,8 +2,8 @@
 
 specs/interface.toml   contract clauses with stable IDs
 specs/ops/*.toml       operator specs, one file per family
-specs/models.toml      models of the MOD clauses (conformance/models.py builds them)
-specs/quantized.toml   quantized int8 programs of the QNT clauses (conformance/quantize.py builds them)
+specs/models.toml      models of the MOD clauses (conformance/programs/models.py builds them)
+specs/quantized.toml   quantized int8 programs of the QNT clauses (conformance/programs/quantize.py builds them)
 specs/profiles.toml    certification profiles
 specs/scope.toml       core ATen overloads no NUM check certifies, each with the reason
 

@@ -306,7 +306,7 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class QuantizedSpec:
-    """A quantized int8 program of the QNT clauses (specs/quantized.toml; conformance/quantize.py
+    """A quantized int8 program of the QNT clauses (specs/quantized.toml; conformance/programs/quantize.py
     builds it): an operator pattern (kind "op") or a model of models.toml (kind "model")."""
 
     name: str

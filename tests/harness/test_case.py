@@ -163,6 +163,7 @@ def _eager_returning(monkeypatch, make):
 @DESCRIBED_FROM_EAGER
 def test_a_pass_on_outputs_described_from_eager_never_asks_the_meta_kernel(relu, monkeypatch):
     from conformance import programs
+    from conformance.programs.graphs import output_meta
 
     call, spec = relu
     asked = []
@@ -170,7 +171,7 @@ def test_a_pass_on_outputs_described_from_eager_never_asks_the_meta_kernel(relu,
     outcome = case.run(load("reference"), spec, call)
     assert outcome.ok and outcome.program.outputs_from_eager and not asked
     built = programs.build_program(call)  # the meta kernel's program describes the same outputs
-    assert programs._output_meta(outcome.program.exported) == programs._output_meta(built)
+    assert output_meta(outcome.program.exported) == output_meta(built)
 
 
 @DESCRIBED_FROM_EAGER
@@ -187,10 +188,11 @@ def test_a_failure_on_eager_strides_the_meta_kernel_does_not_give_runs_again_on_
 @DESCRIBED_FROM_EAGER
 def test_a_failure_where_the_meta_kernel_shapes_unlike_eager_or_refuses_is_set_aside(relu, monkeypatch):
     from conformance import programs
+    from conformance.programs import build, calls
 
     call, spec = relu
     # as if the meta kernel disagreed with eager on the shape
-    monkeypatch.setattr(programs, "_fake_outputs", lambda mode, *_: compat_torch.fake_like(mode, torch.empty(6)))
+    monkeypatch.setattr(build, "fake_outputs", lambda mode, *_: compat_torch.fake_like(mode, torch.empty(6)))
     assert case.run(load("reference"), spec, call).ok  # the meta kernel is not asked on a pass
     bad = case.run(load(f"{SEEDED}:relu_nan_is_zero"), spec, call)
     assert bad.category is Category.SKIP and bad.detail == "program declares [(6,)], eager gives [[2, 3]]", bad.detail
@@ -202,7 +204,7 @@ def test_a_failure_where_the_meta_kernel_shapes_unlike_eager_or_refuses_is_set_a
             raise RuntimeError("no meta kernel for this call")
         return real(call, like=like)
 
-    monkeypatch.setattr(programs, "build_program", meta_refuses)
+    monkeypatch.setattr(calls, "build_program", meta_refuses)
     refused = case.run(load(f"{SEEDED}:relu_nan_is_zero"), spec, call)
     assert refused.category is Category.SKIP and refused.detail.startswith("tracing refused a call eager computes: no meta kernel")
     assert case.run(load("reference"), spec, call).ok  # the meta kernel is not asked on a pass

@@ -24,9 +24,12 @@ import pytest
 import torch
 
 from conformance import compat, programs
+from conformance.api.ops import op_name
 from conformance.call import Call, Tensor
 from conformance.compat import hypothesis as compat_hypothesis
 from conformance.compat import torch as compat_torch
+from conformance.programs import build, fake
+from conformance.programs.operators import resolve_op
 from conformance.report.model import load_report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,7 +83,7 @@ def test_an_untested_version_takes_every_fallback(monkeypatch):
     monkeypatch.setattr(__import__("hypothesis"), "__version__", "7.0.0")
     try:
         assert not compat_torch.builds_programs() and not compat_torch.fast_assembly()
-        assert compat_torch.meta_kernel(torch.ops.aten.relu.default, programs._fake_mode(), True) is None
+        assert compat_torch.meta_kernel(torch.ops.aten.relu.default, fake.fake_mode(), True) is None
         assert compat_hypothesis.plain_just(__import__("hypothesis").strategies.just(1)) == (False, None)
     finally:
         monkeypatch.undo()
@@ -96,7 +99,7 @@ def test_a_probe_that_finds_the_internals_changed_takes_the_fallback(monkeypatch
     monkeypatch.delattr(fake_impls, "op_implementations_checks")
     try:
         with caplog.at_level("WARNING", logger="conformance.compat"):
-            assert compat_torch.meta_kernel(torch.ops.aten.relu.default, programs._fake_mode(), True) is None
+            assert compat_torch.meta_kernel(torch.ops.aten.relu.default, fake.fake_mode(), True) is None
         assert compat.forced_public() or "compat.torch.meta_kernel: the public fallback" in caplog.text
     finally:
         monkeypatch.undo()
@@ -104,12 +107,12 @@ def test_a_probe_that_finds_the_internals_changed_takes_the_fallback(monkeypatch
 
 
 def test_build_program_exports_instead_of_building(public, monkeypatch):
-    monkeypatch.setattr(programs, "_build_program", _raises)
+    monkeypatch.setattr(build, "build_in_mode", _raises)
     monkeypatch.setattr(compat_torch, "fake_tensor_mode", _raises)
     assert not compat_torch.builds_programs()
     call = _call()
     program = programs.build_program(call)
-    assert [programs.op_name(n.target) for n in program.graph.nodes if n.op == "call_function"] == ["aten.add.Tensor"]
+    assert [op_name(n.target) for n in program.graph.nodes if n.op == "call_function"] == ["aten.add.Tensor"]
     ready = programs.program_for(call, like=programs.eager_outputs(call))
     assert not ready.outputs_from_eager  # the outputs are torch.export's, never described from eager's
     assert programs.meta_program(ready, call) is ready
@@ -158,7 +161,7 @@ def test_meta_kernel_is_none(public, monkeypatch):
 
     monkeypatch.setattr(fake_impls, "op_implementations_checks", [(_raises, None)])
     for op in (torch.ops.aten.relu.default, torch.ops.aten.grid_sampler_2d.default):
-        assert compat_torch.meta_kernel(op, programs._fake_mode(), True) is None
+        assert compat_torch.meta_kernel(op, fake.fake_mode(), True) is None
 
 
 def test_size_oblivious_changes_nothing(public, monkeypatch):
@@ -176,7 +179,7 @@ def test_aten_overload_names_from_public_namespaces(public, monkeypatch):
     monkeypatch.setenv(compat.ENV, "public")
     monkeypatch.setattr(torch._C, "_jit_get_all_schemas", _raises)
     found = compat_torch.aten_overload_names()
-    core = {n for n in private if torch.Tag.core in programs._resolve_op(n).tags}
+    core = {n for n in private if torch.Tag.core in resolve_op(n).tags}
     assert core and core <= found, sorted(core - found)  # every core overload (193 on torch 2.13)
 
 

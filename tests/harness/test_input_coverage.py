@@ -16,7 +16,8 @@ from conformance import case, replay, specs
 from conformance.call import Call, Tensor
 from conformance.checks._runtime_errors import dtype_probes, shape_probes
 from conformance.checks.test_numerics import _layout_targets
-from conformance.programs import _resolve_op, with_weights
+from conformance.programs import with_weights
+from conformance.programs.operators import resolve_op
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDED = ROOT / "tests" / "seeded" / "defects.py"
@@ -85,7 +86,7 @@ def test_every_spec_weight_names_a_tensor_argument_of_its_op():
     marked = {name: op.weights for name, op in spec.ops.items() if op.weights}
     assert {"aten.addmm.default", "aten.linear.default", "aten.convolution.default", "aten.native_layer_norm.default"} <= set(marked)
     for name, weights in marked.items():
-        arguments = {a.name: str(a.type) for a in _resolve_op(name)._schema.arguments}
+        arguments = {a.name: str(a.type) for a in resolve_op(name)._schema.arguments}
         for w in weights:
             assert w in arguments and "Tensor" in arguments[w], (name, w, arguments)
 

@@ -36,16 +36,17 @@ from conformance.driver import Driver
 from conformance.programs import (
     HarnessError,
     ProgramCache,
-    _output_meta,
-    _resolve_op,
     batch_program,
     build_program,
     eager_describes_outputs,
     eager_outputs,
+    fake,
     output_capacities,
     program_for,
     split_outputs,
 )
+from conformance.programs.graphs import output_meta
+from conformance.programs.operators import resolve_op
 from conformance.results import CheckFailure
 from conformance.strategies import calls
 from conformance.strategies.directed import draw_directed, plan
@@ -97,11 +98,11 @@ def test_built_program_equals_the_exported_one(name):
             like = eager_outputs(call)
         except Exception:  # noqa: BLE001 - eager refuses what its meta kernel takes: a spec's domain issue, not this test's
             like = None
-        if like is not None and eager_describes_outputs(_resolve_op(name), like.returned):
+        if like is not None and eager_describes_outputs(resolve_op(name), like.returned):
             # outputs described from eager's (the NUM checks' programs): the same program, strides included
             described = build_program(call, like=like.returned)
             assert _signature(described) == _signature(exported)
-            assert _output_meta(described) == _output_meta(built), f"{call.describe()}: eager and the meta kernel disagree"
+            assert output_meta(described) == output_meta(built), f"{call.describe()}: eager and the meta kernel disagree"
         assert any(k == InputKind.USER_INPUT for k, _, _ in _signature(built)[0]) or not call.inputs()
         try:
             a = ReferenceBackend.preprocess(built, [])
@@ -135,14 +136,14 @@ def test_built_program_equals_the_exported_one(name):
 
 
 def _through_a_decomposition(name: str) -> bool:
-    op = _resolve_op(name)
-    kernel = programs._meta_kernel(op) if isinstance(op, torch._ops.OpOverload) else None
+    op = resolve_op(name)
+    kernel = fake.meta_kernel(op) if isinstance(op, torch._ops.OpOverload) else None
     return kernel is not None and kernel is not op
 
 
 @pytest.mark.parametrize("name", [n for n in sorted(SPECS.all_op_names()) if _through_a_decomposition(n)])
 def test_a_decomposition_on_meta_tensors_gives_what_fake_tensor_mode_gives(name, monkeypatch):
-    """The builder runs an op's decomposition on meta tensors (``programs._meta_kernel``) where
+    """The builder runs an op's decomposition on meta tensors (``programs.fake.meta_kernel``) where
     FakeTensorMode would run it on FakeTensors: the same outputs, sizes, strides, offsets and dtypes, in
     the same container (a plain tuple where a decomposition returns a named one), for the first eight
     directed calls of the op (three of each kind of case) in every dtype its spec lists (a decomposition
@@ -163,7 +164,7 @@ def test_a_decomposition_on_meta_tensors_gives_what_fake_tensor_mode_gives(name,
         for call in itertools.islice(_planned_calls(name, dtype, per_group=3), 8):
             fast = outputs(call)
             with monkeypatch.context() as m:
-                m.setattr(programs, "_meta_kernel", lambda op: None)
+                m.setattr(fake, "meta_kernel", lambda op: None)
                 slow = outputs(call)
             assert fast == slow, f"{call.describe()}: on meta tensors {fast}, under FakeTensorMode {slow}"
 
@@ -185,11 +186,11 @@ def test_eager_lays_out_the_outputs_of_the_listed_ops_as_their_meta_kernel(name)
             built = build_program(call)
         except Exception:  # noqa: BLE001 - refused by eager or the meta kernel: no program to describe
             return
-        if not eager_describes_outputs(_resolve_op(name), returned):
+        if not eager_describes_outputs(resolve_op(name), returned):
             return  # an output the mask leaves undefined: the meta kernel's program is used
         leaves = [returned] if isinstance(returned, torch.Tensor) else list(returned)
         eager = [(tuple(t.shape), tuple(t.stride()), t.dtype) for t in leaves]
-        assert eager == _output_meta(built), f"{call.describe()}: eager {eager}, meta kernel {_output_meta(built)}"
+        assert eager == output_meta(built), f"{call.describe()}: eager {eager}, meta kernel {output_meta(built)}"
         compared += 1
 
     for dtype in spec.dtypes:
@@ -207,9 +208,9 @@ def test_eager_lays_out_the_outputs_of_the_listed_ops_as_their_meta_kernel(name)
 
 
 def test_the_meta_outputs_of_a_call_are_reused_only_for_the_same_metadata_and_arguments():
-    """``_fake_outputs`` reuses a call's meta outputs for a call with the same op, input metadata and
+    """``fake.fake_outputs`` reuses a call's meta outputs for a call with the same op, input metadata and
     other arguments (values differ): the key tells apart what could change an output's metadata."""
-    key = programs._metadata_key
+    key = fake.metadata_key
     op = torch.ops.aten.add.Tensor
     a, b = torch.empty(2, 3, device="meta"), torch.empty(3, 2, device="meta").t()
     assert key(op, (a, 1), {}) == key(op, (torch.empty(2, 3, device="meta"), 1), {})
@@ -224,8 +225,8 @@ def test_the_meta_outputs_of_a_call_are_reused_only_for_the_same_metadata_and_ar
     first = build_program(Call("aten.sum.dim_IntList", (Tensor(x, "input"), [1], True), {}))
     again = build_program(Call("aten.sum.dim_IntList", (Tensor(-x, "input"), [1], True), {}))
     other = build_program(Call("aten.sum.dim_IntList", (Tensor(x, "input"), [0], True), {}))
-    assert _output_meta(first) == _output_meta(again) == [((2, 1), (1, 1), torch.float32)]
-    assert _output_meta(other) == [((1, 3), (3, 1), torch.float32)]
+    assert output_meta(first) == output_meta(again) == [((2, 1), (1, 1), torch.float32)]
+    assert output_meta(other) == [((1, 3), (3, 1), torch.float32)]
 
 
 @pytest.mark.skipif(not compat_torch.builds_programs(), reason="programs are exported (compat.torch.builds_programs)")
@@ -439,7 +440,7 @@ def test_a_new_export_is_the_program_a_later_process_reads_from_the_cache(tmp_pa
     program read back differs from the one exported (other nodes, other debug handles). A process that
     exports must see what every later process reads: MobileNetV2's batch norms showed it (a localized
     node's debug handle 9 in the test, 13 in the certification that had read it from disk)."""
-    from conformance.models import MODELS
+    from conformance.programs.models import MODELS
 
     def nodes(program):
         return [(n.name, n.meta.get("debug_handle")) for n in program.graph.nodes if n.op == "call_function"]

@@ -7,7 +7,8 @@ import inspect
 import pytest
 
 from conformance import specs
-from conformance.programs import _resolve_op, core_aten
+from conformance.programs import core_aten
+from conformance.programs.operators import resolve_op
 from conformance.strategies import SIGNATURES, calls
 from reference_backend import supported_ops
 from reference_backend.kernels import EDGE_ALIASES, KERNELS
@@ -60,7 +61,7 @@ _PLACEMENT = {"device", "layout", "pin_memory", "memory_format", "non_blocking"}
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_kernel_parameters_are_the_schema_arguments(name):
-    schema = _resolve_op(name)._schema
+    schema = resolve_op(name)._schema
     expected = [a.name for a in schema.arguments if a.name not in _PLACEMENT]
     params = inspect.signature(KERNELS[name]).parameters.values()
     names = [p.name for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]

@@ -14,7 +14,7 @@ Two sets of programs, both named in specs/quantized.toml:
 - operator patterns (QNT-001): one tiny module per pattern the quantizer annotates (linear,
   conv2d, depthwise conv2d, conv + BatchNorm + ReLU, add, mul, max and adaptive average
   pooling after a convolution, ...);
-- models (QNT-002): the zoo of ``conformance.models``, quantized.
+- models (QNT-002): the zoo of ``conformance.programs.models``, quantized.
 
 Calibration is deterministic: the program's own inputs, every input at the low and the high
 end of its spec'd range, and four seeded uniform draws in it; so the observers, hence every
@@ -37,7 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from conformance.programs import ModuleProgram, ProgramCache, module_program
+from conformance.programs.cache import ProgramCache
+from conformance.programs.models import MODELS, model_source, vary_batch_norms
+from conformance.programs.modules import ModuleProgram, module_program
 
 QUANTIZER = "XNNPACKQuantizer, get_symmetric_quantization_config(is_per_channel=True)"
 """The quantization recipe, as reports name it."""
@@ -97,11 +99,9 @@ def _depthwise_conv2d():
 def _conv_bn_relu():
     import torch
 
-    from conformance.models import _vary_batch_norms
-
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(4, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU()).eval()
-    _vary_batch_norms(model)
+    vary_batch_norms(model)
     return model, (_rng(35).standard_normal((1, 4, 8, 8), np.float32),)
 
 
@@ -166,8 +166,6 @@ def float_builder(name: str, kind: str) -> Callable[[], tuple[Any, tuple[np.ndar
     """The float module of quantized program ``name``: an operator pattern, or a model of the zoo."""
     if kind == "op":
         return OPS[name]
-    from conformance.models import MODELS
-
     return MODELS[name]
 
 
@@ -178,17 +176,21 @@ def float_builder(name: str, kind: str) -> Callable[[], tuple[Any, tuple[np.ndar
 def calibration_inputs(inputs: tuple[np.ndarray, ...], ranges, seed: int) -> list[tuple[np.ndarray, ...]]:
     """The program's own inputs, every input at its range's low and high end, and seeded uniform
     draws in the ranges (integer inputs, token ids, in [low, high))."""
+
     def full(pick):
         return tuple(np.full(a.shape, pick(r, a), a.dtype) for r, a in zip(ranges, inputs))
 
     out = [tuple(inputs), full(lambda r, a: r.low), full(lambda r, a: r.high - (0 if a.dtype.kind == "f" else 1))]
     rng = _rng(seed)
     for _ in range(CALIBRATION_DRAWS):
-        out.append(tuple(
-            rng.uniform(r.low, r.high, a.shape).astype(a.dtype) if a.dtype.kind == "f"
-            else rng.integers(int(r.low), int(r.high), a.shape).astype(a.dtype)
-            for r, a in zip(ranges, inputs)
-        ))
+        out.append(
+            tuple(
+                rng.uniform(r.low, r.high, a.shape).astype(a.dtype)
+                if a.dtype.kind == "f"
+                else rng.integers(int(r.low), int(r.high), a.shape).astype(a.dtype)
+                for r, a in zip(ranges, inputs)
+            )
+        )
     return out
 
 
@@ -320,8 +322,9 @@ def tie_values(grid: Grid, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _source(name: str, kind: str) -> str:
-    """What the cached program depends on: the float builder and this flow."""
-    parts = [inspect.getsource(float_builder(name, kind))]
+    """What the cached program depends on: the float builder (a model's with the helpers it shares,
+    ``model_source``) and this flow."""
+    parts = [inspect.getsource(float_builder(name, kind)) if kind == "op" else model_source(name)]
     parts += [inspect.getsource(f) for f in (quantize, calibration_inputs)]
     return "\n".join(parts) + QUANTIZER + str(CALIBRATION_DRAWS)
 
@@ -343,4 +346,14 @@ def quantized_program(name: str, kind: str, ranges: tuple, cache: ProgramCache |
     return QuantizedProgram(program, output_grids(program.exported))
 
 
-__all__ = ["OPS", "QUANTIZER", "Grid", "InputQuantize", "QuantizedProgram", "QuantizerMissing", "input_quantizes", "quantized_program", "tie_values"]
+__all__ = [
+    "OPS",
+    "QUANTIZER",
+    "Grid",
+    "InputQuantize",
+    "QuantizedProgram",
+    "QuantizerMissing",
+    "input_quantizes",
+    "quantized_program",
+    "tie_values",
+]

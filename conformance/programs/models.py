@@ -15,20 +15,23 @@ NumPy arrays, float32 except the text classifier's int64 token ids) from a seede
 ``np.random.default_rng``, so a model is the same on every machine and every run.
 
 ``model_program(name)`` exports a model once with static shapes (torch.export, then
-core-ATen decompositions, through the program cache: on disk, keyed by the builder's
-source, so an edited builder is a new program) and returns it with its inputs, the set of
-ops it holds and its depth (operator nodes on the longest input-to-output path).
+core-ATen decompositions, through the program cache: on disk, keyed by the sources of the
+builder and of the helpers builders share, so an edited builder is a new program) and returns
+it with its inputs, the set of ops it holds and its depth (operator nodes on the longest
+input-to-output path).
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from conformance.programs import ModuleProgram, ProgramCache, module_program
+from conformance.programs.cache import ProgramCache
+from conformance.programs.modules import ModuleProgram, module_program
 
 
 def _rng(seed: int) -> np.random.Generator:
@@ -112,7 +115,7 @@ def _mobilenet_v2():
 
     torch.manual_seed(0)
     model = MobileNetV2()
-    _vary_batch_norms(model)
+    vary_batch_norms(model)
     return model.eval(), (_rng(12).standard_normal((1, 3, 32, 32), np.float32),)
 
 
@@ -161,7 +164,7 @@ def _resnet18():
 
     torch.manual_seed(0)
     model = ResNet18()
-    _vary_batch_norms(model)
+    vary_batch_norms(model)
     return model.eval(), (_rng(13).standard_normal((1, 3, 32, 32), np.float32),)
 
 
@@ -191,33 +194,31 @@ def _multihead_attention():
 def _gru():
     import torch
 
-    class GRUHead(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.rnn = torch.nn.GRU(8, 16, num_layers=2, batch_first=True)
-            self.head = torch.nn.Linear(16, 4)
-
-        def forward(self, x):
-            return self.head(self.rnn(x)[0][:, -1])
-
-    torch.manual_seed(0)
-    return GRUHead().eval(), (_rng(16).standard_normal((2, 6, 8), np.float32),)
+    return _recurrent_head(torch.nn.GRU, 16)
 
 
 def _lstm():
     import torch
 
-    class LSTMHead(torch.nn.Module):
+    return _recurrent_head(torch.nn.LSTM, 17)
+
+
+def _recurrent_head(rnn, seed: int):
+    """Two stacked ``rnn`` layers (torch.nn.GRU or LSTM) and a linear head on the last step's output,
+    on an input drawn with ``seed``."""
+    import torch
+
+    class RecurrentHead(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.rnn = torch.nn.LSTM(8, 16, num_layers=2, batch_first=True)
+            self.rnn = rnn(8, 16, num_layers=2, batch_first=True)
             self.head = torch.nn.Linear(16, 4)
 
         def forward(self, x):
             return self.head(self.rnn(x)[0][:, -1])
 
     torch.manual_seed(0)
-    return LSTMHead().eval(), (_rng(17).standard_normal((2, 6, 8), np.float32),)
+    return RecurrentHead().eval(), (_rng(seed).standard_normal((2, 6, 8), np.float32),)
 
 
 def _text_classifier():
@@ -269,11 +270,11 @@ def _unet_block():
 
     torch.manual_seed(0)
     model = UNetBlock()
-    _vary_batch_norms(model)
+    vary_batch_norms(model)
     return model.eval(), (_rng(19).standard_normal((1, 3, 16, 16), np.float32),)
 
 
-def _vary_batch_norms(model) -> None:
+def vary_batch_norms(model) -> None:
     """Give every BatchNorm2d of ``model`` running statistics and an affine transform of its own
     (drawn from torch's generator, seeded by the caller), not the identity a new layer has."""
     import torch
@@ -302,7 +303,13 @@ MODELS: dict[str, Callable[[], tuple[Any, tuple[np.ndarray, ...]]]] = {
 """The zoo, smallest first within each family; every builder returns ``(module.eval(), inputs)``."""
 
 
+def model_source(name: str) -> str:
+    """What the program of model ``name`` depends on: its builder's source and those of the helpers
+    builders share, so that editing a helper makes a new program as editing a builder does."""
+    return "\n".join(inspect.getsource(f) for f in (MODELS[name], _recurrent_head, vary_batch_norms))
+
+
 @functools.cache
 def model_program(name: str, cache: ProgramCache | None = None) -> ModuleProgram:
-    """The exported program of model ``name`` with its inputs (``conformance.programs.module_program``)."""
-    return module_program("model", name, MODELS[name], cache=cache)
+    """The exported program of model ``name`` with its inputs (``conformance.programs.modules.module_program``)."""
+    return module_program("model", name, MODELS[name], cache=cache, source=model_source(name))
