@@ -6,7 +6,8 @@ value across a table stored once, a text many results share stored once). ``read
 report with its results as a list of records, the form ``build_report`` makes and every renderer,
 ``verify``, ``diff`` and the scoreboard take, for this format and for the previous ones
 (``PREVIOUS_REPORT_SCHEMAS``); ``decoded`` gives it in its own format, the form its integrity hash
-and signature cover (``conformance.report.model.canonical_bytes``).
+and signature cover (``conformance.report.model.canonical_bytes``); ``records`` gives its results as
+``CaseResult`` records.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from conformance.results import listed_results, tabulate_results, untabulate_results
+from conformance.results import CaseResult, listed_results, tabulate_results, untabulate_results
 from conformance.run.transport import jsonable
 
 REPORT_SCHEMA = "torch-backend-conformance/report/2"
@@ -95,6 +96,11 @@ def read_report(document: Mapping[str, Any]) -> dict[str, Any]:
             layouts_as_counts(r.get("stats") or {})
         report["schema"] = REPORT_SCHEMA
     return report
+
+
+def records(results: Any) -> list[CaseResult]:
+    """The records of report.json's ``results`` in either form (a list, or tables), or records already."""
+    return [r if isinstance(r, CaseResult) else CaseResult.from_json(r) for r in listed_results(results)]
 
 
 def load_report(path: str | Path) -> dict[str, Any]:
