@@ -27,7 +27,7 @@ link and an expiry date. An expired waiver no longer waives and is reported;
 one that matches no new failure or missing result is reported as unmatched. A
 different spec digest, profile, backend or machine is reported at the top, never
 silently compared. The command verifies both reports before it compares them,
-and refuses reports of different specs or profiles (``conformance.cli._gate``);
+and refuses reports of different specs or profiles (``conformance.cli.gate.compare``);
 ``diff`` itself compares whatever it is given.
 """
 
@@ -253,34 +253,38 @@ def render(d: Diff, threshold: float = DEFAULT_THRESHOLD) -> str:
         f"{len(d.regressions)} performance regression(s) beyond {threshold:g}x, {len(d.lost_timings)} measurement(s) without timings; "
         f"{len(d.fixed)} fixed, {len(d.known_failures)} known failure(s), {len(d.waived)} waived"
     )
-    for r in d.new_failures:
-        lines.append(f"  NEW FAILURE  {r.id}: {r.category.value}: {r.message[:200]}")
-    for was, r in d.no_longer_passing:
-        lines.append(f"  NO LONGER PASSES {r.id}: {was.category.value} -> {r.category.value}: {r.message[:200]}")
-    for entry in d.not_run:
-        lines.append(f"  NOT RUN      {entry}: mandatory, not run (the baseline ran it)")
-    for claim in d.dropped_claims:
-        lines.append(f"  CLAIM DROPPED {claim}")
-    for e in d.lost_timings:
-        lines.append(f"  NO TIMINGS   {e['id']}: {e['old_ms']:.3f} ms in the baseline, no timing now ({e['category']})")
-    for rid in d.missing[:MISSING_SHOWN]:
-        lines.append(f"  MISSING      {rid}: in the baseline, not in the new report")
+    missing = [f"{rid}: in the baseline, not in the new report" for rid in d.missing[:MISSING_SHOWN]]
     if len(d.missing) > MISSING_SHOWN:
-        lines.append(f"  MISSING      ... and {len(d.missing) - MISSING_SHOWN} more")
-    for e in d.regressions:
-        lines.append(f"  SLOWER       {e['id']}: {e['old_ms']:.3f} ms -> {e['new_ms']:.3f} ms ({e['ratio']:.2f}x)")
-    for r in d.fixed:
-        lines.append(f"  FIXED        {r.id}")
-    for was, r in d.changed:
-        lines.append(f"  CHANGED      {r.id}: {was.category.value} -> {r.category.value}")
-    for r, w in d.waived:
-        lines.append(f"  WAIVED       {r.id} until {w.expires} ({w.reason}; {w.tracking})")
-    for w in d.expired_waivers:
-        lines.append(f"  EXPIRED WAIVER {w.id} expired {w.expires} ({w.tracking}): it no longer waives anything")
-    for w in d.unmatched_waivers:
-        lines.append(f"  UNMATCHED WAIVER {w.id} ({w.tracking}): matches no regression; remove it")
-    for e in d.improvements:
-        lines.append(f"  FASTER       {e['id']}: {e['old_ms']:.3f} ms -> {e['new_ms']:.3f} ms ({e['ratio']:.2f}x)")
-    if d.added:
-        lines.append(f"  NEW CHECKS   {len(d.added)}: {', '.join(d.added[:10])}")
+        missing.append(f"... and {len(d.missing) - MISSING_SHOWN} more")
+    sections = (
+        ("NEW FAILURE", [f"{r.id}: {r.category.value}: {r.message[:200]}" for r in d.new_failures]),
+        (
+            "NO LONGER PASSES",
+            [f"{r.id}: {was.category.value} -> {r.category.value}: {r.message[:200]}" for was, r in d.no_longer_passing],
+        ),
+        ("NOT RUN", [f"{entry}: mandatory, not run (the baseline ran it)" for entry in d.not_run]),
+        ("CLAIM DROPPED", d.dropped_claims),
+        (
+            "NO TIMINGS",
+            [f"{e['id']}: {e['old_ms']:.3f} ms in the baseline, no timing now ({e['category']})" for e in d.lost_timings],
+        ),
+        ("MISSING", missing),
+        ("SLOWER", [_timing(e) for e in d.regressions]),
+        ("FIXED", [r.id for r in d.fixed]),
+        ("CHANGED", [f"{r.id}: {was.category.value} -> {r.category.value}" for was, r in d.changed]),
+        ("WAIVED", [f"{r.id} until {w.expires} ({w.reason}; {w.tracking})" for r, w in d.waived]),
+        (
+            "EXPIRED WAIVER",
+            [f"{w.id} expired {w.expires} ({w.tracking}): it no longer waives anything" for w in d.expired_waivers],
+        ),
+        ("UNMATCHED WAIVER", [f"{w.id} ({w.tracking}): matches no regression; remove it" for w in d.unmatched_waivers]),
+        ("FASTER", [_timing(e) for e in d.improvements]),
+        ("NEW CHECKS", [f"{len(d.added)}: {', '.join(d.added[:10])}"] if d.added else []),
+    )
+    lines += [f"  {label:12s} {entry}" for label, entries in sections for entry in entries]
     return "\n".join(lines)
+
+
+def _timing(e: Mapping[str, Any]) -> str:
+    """A timing that changed past the threshold: its check, the baseline's and the new milliseconds, the ratio."""
+    return f"{e['id']}: {e['old_ms']:.3f} ms -> {e['new_ms']:.3f} ms ({e['ratio']:.2f}x)"

@@ -177,31 +177,12 @@ def render(report: Mapping[str, Any], clauses: Mapping[str, Any] | None = None, 
             unpadded_table(domain, ["op", "dtype", "result", "compared", "refused", "by kind"]),
             "",
         ]
-    models = model_table(report)
-    if models:
-        lines += [
-            "## Models",
-            "",
-            "Each model lowered once and run on its own inputs, the edge set and drawn inputs; its outputs against the "
-            "reference within a tolerance of (per-op tolerance x depth). Worst over every output and run; the reference "
-            "is itself checked against eager, and the backend's distance to eager is shown too.",
-            "",
-            tabulate(models, headers=MODEL_COLUMNS, tablefmt="github"),
-            "",
-        ]
-    quantized = quantized_table(report)
-    if quantized:
-        lines += [
-            "## Quantized programs",
-            "",
-            "Each int8 program (PyTorch 2 export quantization with ExecuTorch's XNNPACKQuantizer) lowered once and run on its "
-            "own inputs, the edge set and drawn inputs; its outputs against the reference within a budget of quantization "
-            "steps of the output's scale (QNT-001, QNT-002) and on the output's quantization grid (QNT-003). \"delegated\": "
-            "the part a partially delegating backend took (the rest ran on its fallback and is not counted as a pass).",
-            "",
-            tabulate(quantized, headers=QUANTIZED_COLUMNS, tablefmt="github"),
-            "",
-        ]
+    for heading, note, rows, columns in (
+        ("Models", MODELS_NOTE, model_table(report), MODEL_COLUMNS),
+        ("Quantized programs", QUANTIZED_NOTE, quantized_table(report), QUANTIZED_COLUMNS),
+    ):
+        if rows:
+            lines += [f"## {heading}", "", note, "", tabulate(rows, headers=columns, tablefmt="github"), ""]
     matrix = op_dtype_matrix(report)
     if matrix:
         dtypes = sorted({d for row in matrix.values() for d in row})
@@ -349,6 +330,17 @@ def failures_by_kind(report: Mapping[str, Any]) -> list[tuple]:
 
 MODEL_COLUMNS = ("model", "result", "depth", "runs", "atol = rtol", "max abs", "MAE", "SNR dB", "max abs vs eager", "delegated", "first diverging op")
 QUANTIZED_COLUMNS = ("program", "clause", "result", "depth", "runs", "budget (steps)", "max steps", "max steps vs eager", "delegated", "first diverging op")
+MODELS_NOTE = (
+    "Each model lowered once and run on its own inputs, the edge set and drawn inputs; its outputs against the "
+    "reference within a tolerance of (per-op tolerance x depth). Worst over every output and run; the reference "
+    "is itself checked against eager, and the backend's distance to eager is shown too."
+)
+QUANTIZED_NOTE = (
+    "Each int8 program (PyTorch 2 export quantization with ExecuTorch's XNNPACKQuantizer) lowered once and run on its "
+    "own inputs, the edge set and drawn inputs; its outputs against the reference within a budget of quantization "
+    "steps of the output's scale (QNT-001, QNT-002) and on the output's quantization grid (QNT-003). \"delegated\": "
+    "the part a partially delegating backend took (the rest ran on its fallback and is not counted as a pass)."
+)
 
 
 def model_table(report: Mapping[str, Any]) -> list[tuple]:

@@ -186,33 +186,25 @@ def _group(backends: list[dict[str, Any]], field: str) -> dict[str, list[str]]:
     return dict(groups)
 
 
+SPLITS = (
+    ("spec_digest", "spec-digest", "spec {value:.12}",
+     "These reports were certified against {n} different specs ({held}). Their results were not held to the same clauses, "
+     "ops, dtypes and tolerances: do not compare them cell by cell; re-certify against one spec."),
+    ("profile", "profile", "{value}",
+     "These reports were certified for different profiles ({held}): a verdict means something different in each column."),
+    ("harness_version", "harness", "{value}", "These reports come from different harness versions ({held})."),
+)  # fmt: skip
+"""What the backends of a scoreboard may differ in, each a warning: the backends' field, the warning's
+kind, how a value is named, and the message ({n} values, {held}: which backends hold each)."""
+
+
 def _warnings(backends: list[dict[str, Any]], names: Counter) -> list[dict[str, str]]:
     warnings = []
-    digests = _group(backends, "spec_digest")
-    if len(digests) > 1:
-        held = "; ".join(f"spec {d[:12]}: {', '.join(keys)}" for d, keys in digests.items())
-        warnings.append(
-            {
-                "kind": "spec-digest",
-                "message": f"These reports were certified against {len(digests)} different specs ({held}). "
-                "Their results were not held to the same clauses, ops, dtypes and tolerances: "
-                "do not compare them cell by cell; re-certify against one spec.",
-            }
-        )
-    profiles = _group(backends, "profile")
-    if len(profiles) > 1:
-        held = "; ".join(f"{p}: {', '.join(keys)}" for p, keys in profiles.items())
-        warnings.append(
-            {
-                "kind": "profile",
-                "message": f"These reports were certified for different profiles ({held}): "
-                "a verdict means something different in each column.",
-            }
-        )
-    harness = _group(backends, "harness_version")
-    if len(harness) > 1:
-        held = "; ".join(f"{v}: {', '.join(keys)}" for v, keys in harness.items())
-        warnings.append({"kind": "harness", "message": f"These reports come from different harness versions ({held})."})
+    for key, kind, value_name, message in SPLITS:
+        groups = _group(backends, key)
+        if len(groups) > 1:
+            held = "; ".join(f"{value_name.format(value=value)}: {', '.join(keys)}" for value, keys in groups.items())
+            warnings.append({"kind": kind, "message": message.format(n=len(groups), held=held)})
     for name, n in sorted(names.items()):
         if n > 1:
             warnings.append(
@@ -231,52 +223,49 @@ def _clause_rows(reports, backends, clauses) -> list[dict[str, Any]]:
     ids = sorted({c for by in per_backend for c in by}, key=report_html.clause_key)
     rows = []
     for clause_id in ids:
-        cells: dict[str, Any] = {}
-        for backend, by in zip(backends, per_backend):
-            counts = by.get(clause_id)
-            if not counts:
-                cells[backend["key"]] = None
-                continue
-            failing = sum(n for c, n in counts.items() if report_html.is_failure(c))
-            cells[backend["key"]] = {
-                "category": worst(counts),
-                "counts": dict(sorted(counts.items(), key=lambda kv: str(kv[0]))),
-                "total": sum(counts.values()),
-                "failing": failing,
-            }
         clause = (clauses or {}).get(clause_id)
         rows.append(
             {
                 "id": clause_id,
                 "title": str(getattr(clause, "title", "") or ""),
                 "text": str(getattr(clause, "text", "") or ""),
-                "cells": cells,
+                "cells": _cells(backends, per_backend, clause_id, _clause_result),
             }
         )
     return rows
 
 
+def _clause_result(counts: Counter) -> dict[str, Any]:
+    """One backend's results of one clause: its worst category and the count of each."""
+    return {
+        "category": worst(counts),
+        "counts": dict(sorted(counts.items(), key=lambda kv: str(kv[0]))),
+        "total": sum(counts.values()),
+        "failing": sum(n for c, n in counts.items() if report_html.is_failure(c)),
+    }
+
+
 def _op_rows(reports, backends) -> list[dict[str, Any]]:
     matrices = [op_dtype_matrix(report) for report in reports]
     ops = sorted({op for m in matrices for op in m})
-    rows = []
-    for op in ops:
-        cells: dict[str, Any] = {}
-        for backend, matrix in zip(backends, matrices):
-            dtypes = matrix.get(op)
-            if not dtypes:
-                cells[backend["key"]] = None
-                continue
-            ordered = dict(sorted(dtypes.items(), key=lambda kv: report_html.dtype_key(kv[0])))
-            cells[backend["key"]] = {
-                "passed": sum(c == Category.PASS.value for c in ordered.values()),
-                "total": len(ordered),
-                "category": worst(ordered.values()),
-                "dtypes": ordered,
-                "failing_dtypes": [d for d, c in ordered.items() if report_html.is_failure(c)],
-            }
-        rows.append({"op": op, "cells": cells})
-    return rows
+    return [{"op": op, "cells": _cells(backends, matrices, op, _op_result)} for op in ops]
+
+
+def _op_result(dtypes: Mapping[str, Any]) -> dict[str, Any]:
+    """One backend's numerics results of one op: the category of each dtype, in dtype order."""
+    ordered = dict(sorted(dtypes.items(), key=lambda kv: report_html.dtype_key(kv[0])))
+    return {
+        "passed": sum(c == Category.PASS.value for c in ordered.values()),
+        "total": len(ordered),
+        "category": worst(ordered.values()),
+        "dtypes": ordered,
+        "failing_dtypes": [d for d, c in ordered.items() if report_html.is_failure(c)],
+    }
+
+
+def _cells(backends, per_backend: list[Mapping[str, Any]], key: str, cell) -> dict[str, Any]:
+    """A row's cell for each backend: ``cell`` of what its report holds under ``key``, None where it holds nothing."""
+    return {backend["key"]: cell(found) if (found := by.get(key)) else None for backend, by in zip(backends, per_backend)}
 
 
 # ---------------------------------------------------------------------------------------------
