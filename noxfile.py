@@ -239,4 +239,4 @@ def docs(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     session.install("ruff")
-    session.run("ruff", "check", "conformance", "reference_backend", "backend_adapters", "tests", "benchmarks", "noxfile.py")
+    session.run("ruff", "check", "conformance", "reference_backend", "backend_adapters", "tests", "benchmarks", "tools", "noxfile.py")
