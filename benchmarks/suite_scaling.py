@@ -48,7 +48,7 @@ def _junit_key(nodeid: str) -> tuple[str, str]:
 def groups() -> dict[tuple[str, str], str]:
     plugin = _Groups()
     code = pytest.main(
-        ["--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(ROOT / "tests")], plugins=[plugin]
+        ["--collect-only", "-q", "-p", "no:cacheprovider", str(ROOT / "tests")], plugins=[plugin]
     )
     if code not in (0, 5):
         sys.exit(f"collecting the tests failed (exit {code})")
