@@ -47,9 +47,7 @@ def _junit_key(nodeid: str) -> tuple[str, str]:
 
 def groups() -> dict[tuple[str, str], str]:
     plugin = _Groups()
-    code = pytest.main(
-        ["--collect-only", "-q", "-p", "no:cacheprovider", str(ROOT / "tests")], plugins=[plugin]
-    )
+    code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", str(ROOT / "tests")], plugins=[plugin])
     if code not in (0, 5):
         sys.exit(f"collecting the tests failed (exit {code})")
     return {_junit_key(nodeid): group for nodeid, group in plugin.group.items()}
@@ -74,9 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     for key, seconds in times.items():
         tasks[by_group.get(key, "::".join(key))] += seconds
     counts = [int(w) for w in ns.workers.split(",")]
-    one = list_schedule(tasks.values(), 1, ns.startup)
-    rows = [[w, f"{list_schedule(tasks.values(), w, ns.startup):.0f}", f"{one / list_schedule(tasks.values(), w, ns.startup):.2f}"]
-            for w in counts]  # fmt: skip
+    walls = {w: list_schedule(tasks.values(), w, ns.startup) for w in {1, *counts}}
+    rows = [[w, f"{walls[w]:.0f}", f"{walls[1] / walls[w]:.2f}"] for w in counts]
     longest = max(tasks, key=tasks.get)
     print(f"{len(times)} tests, {sum(times.values()):.0f} s of test time, {len(tasks)} tasks "
           f"({len(set(by_group.values()))} xdist groups); longest task {longest} {tasks[longest]:.0f} s")  # fmt: skip

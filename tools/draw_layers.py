@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import configparser
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import grimp
@@ -60,16 +59,11 @@ def drawing() -> str:
         lines.extend(f'        {node[u]}["{u.replace("conformance.", "")}"]' for u in layer)
         lines.append("    end")
     back = []
-    by_source = defaultdict(list)
-    for source, target in sorted(edges, key=lambda e: (rank[e[0]], e[0], rank[e[1]], e[1])):
-        by_source[source].append(target)
-    count = 0
-    for source, targets in by_source.items():
-        for target in targets:
-            lines.append(f"    {node[source]} --> {node[target]}")
-            if rank[target] <= rank[source]:
-                back.append(count)
-            count += 1
+    arrows = sorted(edges, key=lambda e: (rank[e[0]], e[0], rank[e[1]], e[1]))
+    for n, (source, target) in enumerate(arrows):
+        lines.append(f"    {node[source]} --> {node[target]}")
+        if rank[target] <= rank[source]:
+            back.append(n)
     if back:
         lines.append(f"    linkStyle {','.join(map(str, back))} stroke:red,stroke-width:3px")
     lines.append("```")
