@@ -178,3 +178,26 @@ def test_stable_sort_draws_ties_and_matches_eager_indices(dtype):
             tied += bool((ordered[..., 1:] == ordered[..., :-1]).any())
         _same_as_eager(call)
     assert tied >= 5
+
+
+@pytest.mark.parametrize(
+    ("start", "values", "index"),
+    [
+        (-400.0, [-400.0, -400.0, 10.0], [0, 0, 1]),  # past -448: saturates, then stays there
+        (400.0, [400.0, -400.0], [0, 0]),  # saturates to 448, then 448 - 384 = 64
+        (448.0, [448.0, -448.0, 448.0], [0, 0, 1]),
+    ],
+)
+def test_float8_e4m3fn_index_put_accumulate_saturates_each_step(start, values, index):
+    """Eager accumulates index_put in the float8 type one index at a time, each sum saturating at
+    +-448 as c10's cast does; ml_dtypes' own add gives NaN past 448 (a draw of
+    test_kernels_vs_eager found it: -448 in eager, NaN in the reference)."""
+    e4m3 = ml_dtypes.float8_e4m3fn
+    call = _call(
+        "aten.index_put.default",
+        np.full((2, 4), start, np.float32).astype(e4m3),
+        [Tensor(np.array(index, np.int64))],
+        np.array(values, np.float32).reshape(-1, 1).astype(e4m3),
+        True,
+    )
+    _same_as_eager(call)
