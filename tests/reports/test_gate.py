@@ -17,6 +17,7 @@ from conformance.cli import EXIT_INVALID, EXIT_NOT_CERTIFIED, EXIT_OK, EXIT_REGR
 from conformance.report import build_report
 from conformance.report.diff import MISSING_SHOWN, DiffError, Waiver, WaiverError, diff, load_waivers
 from conformance.report.model import RESULTS_SCHEMA, integrity_hash, load_report, result_id, stable_hash, validate
+from tests.seeded_proof import group
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -221,6 +222,7 @@ def test_an_unknown_category_is_an_invalid_report_not_a_traceback(capsys, tmp_pa
         diff(old, new)
 
 
+@pytest.mark.slow
 def test_reports_of_different_specs_or_profiles_cannot_be_compared(capsys, tmp_path):
     old = _report(BASE)
     other_spec = _report(BASE, digest="e" * 64)
@@ -234,7 +236,8 @@ def test_reports_of_different_specs_or_profiles_cannot_be_compared(capsys, tmp_p
     assert rc == EXIT_STALE and "CANNOT COMPARE" in out and "profile smoke -> full" in out, out
     rc, out = gate(capsys, old, other_profile, tmp_path, "--allow-stale")
     assert rc == EXIT_OK and "WARNING: profile changed: smoke -> full" in out, out
-@pytest.mark.xdist_group("seeded")
+@pytest.mark.slow
+@group("seeded-nan-dropped-by-max")
 def test_diff_command_exits_zero_against_itself_and_one_on_a_seeded_defect(certified, tmp_path):
     reference = tmp_path / "reference.json"
     defect = tmp_path / "defect.json"
@@ -249,6 +252,7 @@ def test_diff_command_exits_zero_against_itself_and_one_on_a_seeded_defect(certi
 SELECTION = "REG_00 or RT_002 or RT_003 or (NUM and add)"
 
 
+@pytest.mark.slow
 def test_a_sharded_run_merged_equals_the_unsharded_one(tmp_path):
     whole, shards = tmp_path / "whole", tmp_path / "shards"
     common = ["--profile", "smoke", "--workers", "1", "--skip-perf", "-k", SELECTION]
@@ -267,6 +271,7 @@ def test_a_sharded_run_merged_equals_the_unsharded_one(tmp_path):
     assert len(a["results"]) > 8
 
 
+@pytest.mark.slow
 def test_certify_with_a_baseline_catches_a_backend_that_sleeps_in_execute(tmp_path):
     backend = "tests/seeded/defects.py:sleepy"
     common = ["--profile", "smoke", "--workers", "1", "-k", "PERF_003 and mlp and backend"]
