@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from conformance.report.model import load_report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +40,7 @@ backend = dataclasses.replace(reference_backend.backend_under_test(), name="with
 '''
 
 
+@pytest.mark.slow
 def test_a_backend_plugin_adds_environment_facts_and_hears_the_backend_loaded(tmp_path):
     (tmp_path / "firmware_plugin.py").write_text(textwrap.dedent(PLUGIN))
     (tmp_path / "with_plugin.py").write_text(textwrap.dedent(BACKEND))

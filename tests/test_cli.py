@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from conformance.report.model import load_report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,11 +29,13 @@ def test_unknown_backend_is_a_usage_error_listing_what_exists():
     assert "reference" in done.stderr
 
 
+@pytest.mark.slow
 def test_unknown_profile_is_a_usage_error():
     done = run("certify", "reference", "--profile", "nope")
     assert done.returncode == 2 and "unknown profile 'nope'" in done.stderr
 
 
+@pytest.mark.slow
 def test_broken_module_path_says_what_is_wrong(tmp_path):
     bad = tmp_path / "backend.py"
     bad.write_text("make = 3\n")
@@ -75,6 +79,7 @@ def _installed(tmp_path: Path, name: str, version: str, entry_points: str, modul
     return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
 
 
+@pytest.mark.slow
 def test_a_backend_in_another_package_is_certified_by_its_entry_point_name(tmp_path):
     env = _installed(
         tmp_path, "tiny-demo-backend", "0.0.1",
@@ -111,6 +116,7 @@ def test_a_backend_in_another_package_is_certified_by_its_entry_point_name(tmp_p
     assert report["verdict"]["not_run"], "clauses that did not run must be listed, not passed"
 
 
+@pytest.mark.slow
 def test_a_closed_run_ignores_installed_pytest_plugins_and_a_shadowing_backend_name_is_an_error(tmp_path):
     """Another installed package brings a pytest plugin that turns every failure into a pass, and an
     entry point named like the built-in reference backend."""

@@ -125,6 +125,7 @@ def _bad_inputs(tmp_path: Path, backends: Path) -> dict[str, tuple[list[str], di
     }
 
 
+@pytest.mark.slow
 def test_every_bad_input_is_exit_2_with_one_line_before_any_check_runs(tmp_path, backends):
     cases = _bad_inputs(tmp_path, backends)
     for name, (args, env, says) in cases.items():
@@ -136,6 +137,7 @@ def test_every_bad_input_is_exit_2_with_one_line_before_any_check_runs(tmp_path,
     assert not (tmp_path / "out" / "reference" / "results").exists()
 
 
+@pytest.mark.slow
 def test_claimed_profile_selection_and_a_verdict_that_says_why(tmp_path, backends):
     """--profile claimed certifies exactly the manifest's claims; the report carries the profile's
     definition (verify recomputes the verdict from it); --ops/--dtypes narrow a profile; a profile
@@ -196,6 +198,7 @@ def _deaf_to_ctrl_c():
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("how", "inherited"),
     [(signal.SIGINT, None), (signal.SIGTERM, None), (signal.SIGINT, _deaf_to_ctrl_c)],
@@ -234,6 +237,7 @@ def test_an_interrupted_run_writes_a_partial_report(tmp_path, how, inherited):
     assert not subprocess.run(["pgrep", "-f", str(out)], capture_output=True).stdout  # no session left behind
 
 
+@pytest.mark.slow
 def test_list_shows_backends_and_profiles_and_survives_a_closed_pipe():
     done = run("list")
     assert done.returncode == 0
@@ -246,6 +250,7 @@ def test_list_shows_backends_and_profiles_and_survives_a_closed_pipe():
     assert version.returncode == 0 and version.stdout.startswith("torch-backend-conformance ")
 
 
+@pytest.mark.slow
 def test_pytest_speaks_the_harness_categories(tmp_path):
     """pytest's closing line counts the harness's categories, not passed/skipped (a NOT_SUPPORTED
     is not a skip), so it cannot contradict the harness's summary."""
@@ -256,6 +261,7 @@ def test_pytest_speaks_the_harness_categories(tmp_path):
     assert " PASS in " in closing and "passed" not in closing, closing
 
 
+@pytest.mark.slow
 def test_the_printed_replay_command_works_for_a_backend_given_as_a_path(tmp_path):
     """The replay directory is named after a sanitized copy of the backend (not loadable for a
     ``path.py:attr``); the saved example's call.json keeps what certify was given, and replay loads that."""
@@ -271,6 +277,7 @@ def test_the_printed_replay_command_works_for_a_backend_given_as_a_path(tmp_path
     assert f"backend: {report['backend']['name']}" in again.stdout and "NaN" in again.stdout
 
 
+@pytest.mark.slow
 def test_a_preprocess_returning_str_is_told_as_such_by_pre_001(tmp_path, backends):
     """It was reported under PRE-001 as "accepted none of the contract programs: mlp ... permute"
     (every program skipped as if refused); the cause appeared only in NUM rows."""

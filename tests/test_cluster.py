@@ -225,6 +225,7 @@ def test_a_shard_whose_node_dies_runs_again_on_another_node(cluster, profile, si
     assert verifies(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_shard_that_left_no_results_is_recorded_not_run_and_the_report_is_not_certified(profile, single, tmp_path):
     """Shard 1 of 2 certified, shard 2 lost (its machine died, its CI job was cancelled): its checks,
     listed as its own certify would have collected them, are SKIP "not run" in the merged report."""

@@ -65,6 +65,7 @@ def _installed(tmp_path: Path) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
 
 
+@pytest.mark.slow
 def test_the_installed_template_is_certified_for_what_it_claims(tmp_path):
     env = {**os.environ, **_installed(tmp_path)}
     out = tmp_path / "reports"

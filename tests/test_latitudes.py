@@ -52,6 +52,7 @@ def _num(report) -> list[dict]:
     return [r for r in report["results"] if (r.get("clause") or "").startswith("NUM-")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("latitude", sorted(GROUPS))
 def test_a_declared_latitude_is_certified_and_named_and_an_undeclared_one_fails(tmp_path, latitude):
     names, ops = GROUPS[latitude]

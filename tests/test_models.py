@@ -10,6 +10,7 @@ of the model by name, overload and debug handle, through ``certify`` itself.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from conformance import specs
 from conformance.programs.models import MODELS, model_program
@@ -23,6 +24,7 @@ def test_the_spec_and_the_zoo_list_the_same_models():
     assert SPEC.profile("models").models == tuple(MODELS)
 
 
+@pytest.mark.slow
 def test_every_model_has_an_input_range_per_input_and_a_depth():
     for name, spec in SPEC.models.items():
         program = model_program(name)
@@ -32,6 +34,7 @@ def test_every_model_has_an_input_range_per_input_and_a_depth():
         assert program.depth >= 4, name
 
 
+@pytest.mark.slow
 def test_a_wrong_depthwise_convolution_is_localized_in_mobilenet(tmp_path):
     results, _ = certify("tests/seeded/defects.py:depthwise_conv_first_filter", tmp_path, "models", "mobilenet_v2", "lenet")
     assert results["test_MOD_001_model_matches_reference[lenet]"]["category"] == "PASS"  # no depthwise convolution there

@@ -9,6 +9,8 @@ operator inside the delegate is still a MISMATCH, named. The backends are in tes
 
 from __future__ import annotations
 
+import pytest
+
 from conformance.checks._whole import delegation
 from conformance.programs.models import model_program
 from tests.certifying import certify
@@ -26,6 +28,7 @@ def test_the_delegated_fraction_counts_the_nodes_the_map_names():
     assert delegation(program.exported, program.inputs, {}).ops == 0
 
 
+@pytest.mark.slow
 def test_a_partially_delegated_model_reports_its_fraction_and_is_not_a_pass(tmp_path):
     results, verdict = certify("tests/seeded/defects.py:partial_max_pool_on_fallback", tmp_path, "models", "MOD and (resnet18 or lenet)")
     assert results["test_MOD_001_model_matches_reference[lenet]"]["category"] == "PASS"  # no max pooling: all delegated
@@ -38,6 +41,7 @@ def test_a_partially_delegated_model_reports_its_fraction_and_is_not_a_pass(tmp_
     assert not verdict["certified"] and "model resnet18" in verdict["unsupported"]
 
 
+@pytest.mark.slow
 def test_a_wrong_op_inside_a_partial_delegate_is_a_mismatch(tmp_path):
     results, _ = certify("tests/seeded/defects.py:partial_with_conv_padded_one_side", tmp_path, "models", "MOD and resnet18")
     failed = results["test_MOD_001_model_matches_reference[resnet18]"]

@@ -29,6 +29,7 @@ def test_the_spec_and_the_builders_list_the_same_programs():
     assert all(q.lsb > 0 for q in SPEC.quantized.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["linear", "add", "mobilenet_v2"])
 def test_a_quantized_program_holds_quantize_and_dequantize_and_ends_on_a_grid(name):
     spec = SPEC.quantized[name]
@@ -48,6 +49,7 @@ def test_the_grid_tells_steps_from_values_between_them():
     assert grid.off_grid(np.array([0.26, (127 + 3 + 1) * 0.5, np.nan], np.float32)).all()  # between steps, past quant_max, NaN
 
 
+@pytest.mark.slow
 def test_the_reference_passes_and_stays_within_a_step_of_eager(tmp_path):
     results, _ = certify("reference", tmp_path, "quantized", "QNT and (conv_bn_relu or mul or lenet)")
     assert {"conv_bn_relu", "mul", "lenet"} <= {r["model"] for r in results.values()}  # -k matches substrings: lenet, mobilenet_v2
@@ -61,6 +63,7 @@ def test_the_reference_passes_and_stays_within_a_step_of_eager(tmp_path):
             assert r["stats"]["input_ties"] > 0  # the input quantizes alone, held to 0 steps on exact ties
 
 
+@pytest.mark.slow
 def test_folding_quantize_pairs_away_is_off_the_grid(tmp_path):
     results, _ = certify("tests/seeded/defects.py:quantize_pairs_folded_away", tmp_path, "quantized", "QNT_003 and (conv2d or mlp)")
     for name in ("conv2d", "conv2d_relu", "mlp"):
@@ -69,6 +72,7 @@ def test_folding_quantize_pairs_away_is_off_the_grid(tmp_path):
         assert "off the grid of its dequantize" in failed["message"] and failed["stats"]["off_grid"] > 0
 
 
+@pytest.mark.slow
 def test_one_weight_scale_for_every_channel_fails_the_per_channel_programs_only(tmp_path):
     results, _ = certify("tests/seeded/defects.py:per_channel_scale_of_channel_0", tmp_path, "quantized", "QNT_001 and (conv2d or add or mul)")
     for name in ("conv2d", "depthwise_conv2d", "conv2d_relu"):
@@ -80,6 +84,7 @@ def test_one_weight_scale_for_every_channel_fails_the_per_channel_programs_only(
         assert results[f"test_QNT_001_quantized_op_matches_reference[{name}]"]["category"] == "PASS"
 
 
+@pytest.mark.slow
 def test_a_quantize_rounding_ties_away_from_zero_fails_the_patterns(tmp_path):
     """A tie moves a pattern's output by one step, inside its budget: the exact-tie edge (every input
     a tie, so the errors add up) and the input quantizes held to 0 steps on exact ties catch it."""

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MISBEHAVING = "tests/seeded/misbehaving.py"
 
 
+@pytest.mark.slow
 def test_a_thread_left_running_after_destroy_is_named_in_the_report(tmp_path):
     """One non-daemon thread, started by the first init and stopped by no destroy: no count grows
     with the cycles, yet no process that loaded the backend can exit. RT-016 names it."""
@@ -36,6 +37,7 @@ def test_a_thread_left_running_after_destroy_is_named_in_the_report(tmp_path):
     assert "backend-poller" in md
 
 
+@pytest.mark.slow
 def test_the_quantized_profile_without_its_quantizer_is_a_usage_error_in_seconds(tmp_path):
     """Without the executorch extra, every QNT check would end HARNESS_ERROR after the whole run
     (644 s measured); certify says so before it starts, naming the install command."""

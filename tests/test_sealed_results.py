@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conformance.cli import EXIT_INVALID, EXIT_REGRESSED
 from conformance.report.model import load_report
 
@@ -25,6 +27,7 @@ def certify(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_a_plugin_that_rewrites_results_to_pass_changes_no_category(tmp_path):
     """The plugin sets every record a report carries to PASS, in the worker's and the controller's
     pytest_runtest_logreport (tryfirst) and in an outer pytest_runtest_makereport wrapper."""
@@ -48,6 +51,7 @@ def test_a_plugin_that_rewrites_results_to_pass_changes_no_category(tmp_path):
     assert checked.returncode != EXIT_INVALID, checked.stdout  # the verdict naming the plugin is the one its results give
 
 
+@pytest.mark.slow
 def test_a_version_that_drops_a_claim_and_refuses_it_is_a_regression_beside_its_verdict(tmp_path):
     """1.0 claims relu and passes it; 1.1 no longer claims it and refuses it cleanly (NOT_SUPPORTED,
     no failure). Gated against 1.0's report, certify exits 6 and prints both the verdict and the

@@ -59,6 +59,7 @@ def _by_id(report: dict) -> dict[str, dict]:
     return {r["id"]: r for r in report["results"]}
 
 
+@pytest.mark.slow
 def test_crashes_and_hangs_in_workers_and_in_the_timed_session_cost_one_result_each(tmp_path, reference_ids):
     out = tmp_path / "out"
     done = _certify(out, f"{MISBEHAVING}:misbehaves", "--timeout", "15", "--hard-timeout", "20", "-k", SELECTION)
@@ -104,6 +105,7 @@ def test_crashes_and_hangs_in_workers_and_in_the_timed_session_cost_one_result_e
     assert _verify(path) == 3
 
 
+@pytest.mark.slow
 def test_crashes_past_xdists_restart_cap_resume_in_new_sessions(tmp_path, reference_ids):
     """xdist gives up after --max-worker-restart crashes (here 1, to make it cheap); the
     supervisor runs what was left in new sessions until every check has a result."""
@@ -121,6 +123,7 @@ def test_crashes_past_xdists_restart_cap_resume_in_new_sessions(tmp_path, refere
     assert all(results[rid]["stats"]["signal"] == "SIGSEGV" for rid in crashed)
 
 
+@pytest.mark.slow
 def test_a_spent_budget_ends_the_run_with_what_is_left_recorded_not_run(tmp_path):
     out = tmp_path / "out"
     started = time.monotonic()
@@ -137,6 +140,7 @@ def test_a_spent_budget_ends_the_run_with_what_is_left_recorded_not_run(tmp_path
     assert elapsed < 25 + 60  # the budget, the report, and process start-up; never the whole run
 
 
+@pytest.mark.slow
 def test_a_killed_cli_leaves_no_session_running_and_no_report_that_looks_like_its_own(tmp_path):
     out = tmp_path / "out"
     report_dir = out / "tests_seeded_misbehaving.py_slow_init"
@@ -180,6 +184,7 @@ def _processes_marked(mark: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_backend_names_never_become_paths_outside_the_output(tmp_path):
     for name in ("named_dot_dot", "named_300_bytes"):
         out = tmp_path / name / "out"
@@ -193,6 +198,7 @@ def test_backend_names_never_become_paths_outside_the_output(tmp_path):
         assert all(len(part.encode()) <= 255 for p in written for part in p.relative_to(tmp_path).parts)
 
 
+@pytest.mark.slow
 def test_hostile_strings_reach_no_file_and_no_terminal_raw_and_no_megabytes(tmp_path):
     out = tmp_path / "out"
     done = _certify(out, f"{MISBEHAVING}:hostile_strings", "--profile", "smoke", "--workers", "2", "-k", "RT_002 or PERF_003 or (NUM and add and float32)")

@@ -94,16 +94,22 @@ def load_waivers(path: str | Path) -> list[Waiver]:
 @dataclass
 class Diff:
     warnings: list[str] = field(default_factory=list)
+    """What makes the comparison weaker (another spec, profile or environment), printed first."""
     new_failures: list[CaseResult] = field(default_factory=list)
+    """Failing now, passing or absent in the baseline, and not waived: the gate fails."""
     waived: list[tuple[CaseResult, Waiver]] = field(default_factory=list)
     known_failures: list[CaseResult] = field(default_factory=list)
+    """Failing in both reports."""
     fixed: list[CaseResult] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    """Check ids in the baseline and not in the new report: the gate fails."""
     added: list[str] = field(default_factory=list)
     regressions: list[dict] = field(default_factory=list)
+    """Timings past the threshold, slower than the baseline's."""
     improvements: list[dict] = field(default_factory=list)
     expired_waivers: list[Waiver] = field(default_factory=list)
     unmatched_waivers: list[Waiver] = field(default_factory=list)
+    """Waivers that match no failing check (stale: the failure is gone or renamed)."""
     no_longer_passing: list[tuple[CaseResult, CaseResult]] = field(default_factory=list)
     """(baseline, now) of each result that passed in the baseline and now is neither PASS nor a failure."""
     not_run: list[str] = field(default_factory=list)

@@ -60,6 +60,7 @@ def test_cache_key_is_the_program_hash():
     assert len(aoti.cache_key(a)) == 32
 
 
+@pytest.mark.slow
 def test_round_trip_and_second_preprocess_hits_the_cache(backend, chain):
     program, out = chain
     assert out.processed_bytes[:2] == b"PK"  # the .pt2 package (a zip archive) is the processed blob
@@ -105,6 +106,7 @@ def test_execute_checks_arguments_and_handles(backend, chain):
 # -- findings (reports/notes/aoti.md) ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_finding_inputs_unchecked_by_default(chain, tmp_path):
     """AOTInductor's runner checks input dtypes and shapes only with AOTI_RUNTIME_CHECK_INPUTS=1.
 
@@ -154,6 +156,7 @@ except Exception as exc:
 """
 
 
+@pytest.mark.slow
 def test_finding_corrupted_package_crashes_the_loader(chain, tmp_path):
     """aoti_load_package extracts the .so without checking the zip CRC and dlopens it: one flipped
     byte in the library's ELF program headers kills the process (RT-011 CRASH)."""

@@ -70,6 +70,7 @@ def test_a_cuda_backend_is_refused_without_a_cuda_device(name):
     assert str(info.value) == message
 
 
+@pytest.mark.slow
 @without_cuda
 @pytest.mark.parametrize("name", sorted(CUDA_BACKENDS))
 def test_certifying_a_cuda_backend_without_a_cuda_device_exits_2_before_any_check(name, tmp_path):
@@ -122,6 +123,7 @@ def test_the_cpu_package_cache_keys_do_not_change():
 # -- the device path, on the CPU -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_device_path_runs_on_the_cpu():
     """The eager adapter's device path (program moved at init, inputs copied to the device, outputs
     copied back into host arrays) under the device name "cpu:0", which takes it as a device other

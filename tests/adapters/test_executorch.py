@@ -100,6 +100,7 @@ def test_building_the_backend_does_not_import_executorch():
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_factories_build(xnnpack, portable):
     assert (xnnpack.name, xnnpack.family) == ("executorch-xnnpack", "delegate")
     assert (portable.name, portable.family) == ("executorch-portable", "delegate")
@@ -110,6 +111,7 @@ def test_factories_build(xnnpack, portable):
     assert "RT-014" in xnnpack.manifest.not_applicable and "REG-" in portable.manifest.not_applicable
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["xnnpack", "portable"])
 def test_add_round_trip(which, request):
     backend = request.getfixturevalue(which)
@@ -192,6 +194,7 @@ def test_corrupted_payloads_are_refused(xnnpack):
         assert info.value.__cause__.error in errors, (label, info.value.message)
 
 
+@pytest.mark.slow
 def test_non_utf8_log_message_aborts_only_a_subprocess(et):
     """Known ExecuTorch defect (reports/README.md): a payload whose corruption ends up in an ET_LOG
     message with non-UTF-8 bytes aborts the interpreter (pybind11's stderr redirect raises
@@ -297,6 +300,7 @@ def _assert_same_both_ways(lower, program, what: str) -> tuple[int, int]:
     return skipped, run
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SAMPLE_OPS)
 def test_xnnpack_without_redundant_retraces_lowers_the_same(et, name):
     from backend_adapters.executorch_lowering import _lower_xnnpack
@@ -310,6 +314,7 @@ def test_xnnpack_without_redundant_retraces_lowers_the_same(et, name):
             assert skipped >= 2, f"{call.describe()}: only {skipped} of three run_decompositions skipped"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SAMPLE_OPS)
 def test_portable_without_redundant_retraces_lowers_the_same(et, name):
     from backend_adapters.executorch_lowering import _lower_portable
@@ -319,6 +324,7 @@ def test_portable_without_redundant_retraces_lowers_the_same(et, name):
         _assert_same_both_ways(_lower_portable, build_program(call), call.describe())
 
 
+@pytest.mark.slow
 def test_contract_programs_and_batches_without_redundant_retraces_lower_the_same(et):
     from backend_adapters.executorch_lowering import _lower_portable, _lower_xnnpack
     from conformance.checks import _support as support
@@ -379,6 +385,7 @@ def _batch_calls(kind: str) -> list:
     return out
 
 
+@pytest.mark.slow
 @BUILT
 @pytest.mark.parametrize("kind", ["add", "relu", "conv"])
 def test_a_batch_is_one_xnnpack_delegate_and_matches_its_calls_alone(xnnpack, kind):
@@ -479,6 +486,7 @@ for i in range(200):
 """
 
 
+@pytest.mark.slow
 def test_disk_cache_concurrent_writers_never_show_a_partial_entry(tmp_path):
     """xdist workers store the same keys at once: a reader sees a whole entry of one writer, or none."""
     from backend_adapters.executorch_lowering import LoweringDiskCache
@@ -526,6 +534,7 @@ def fresh_lowering(monkeypatch, tmp_path):
     programs.use_cache_dir(None)
 
 
+@pytest.mark.slow
 @BUILT
 def test_disk_cache_serves_num_programs_to_a_new_process(xnnpack, portable, fresh_lowering, tmp_path, monkeypatch):
     from backend_adapters import executorch_lowering as lowering
@@ -600,6 +609,7 @@ def test_machine_failures_are_not_kept_as_crashes():
     assert (kept.type_name, kept.message) == ("IndexError", "tuple index out of range")
 
 
+@pytest.mark.slow
 @BUILT
 def test_contract_programs_are_never_served_from_disk(xnnpack, fresh_lowering, tmp_path, monkeypatch):
     """PRE-002 compares two real preprocess outputs of this process, PRE-008 needs fresh processes that
@@ -651,6 +661,7 @@ print(json.dumps({"lowerings": lowering.STATS.lowerings, "disk_hits": lowering.S
 """
 
 
+@pytest.mark.slow
 def test_a_new_process_with_another_hash_seed_lowers_nothing(xnnpack, fresh_lowering, tmp_path):
     """Keys are the same in every process (no address, no hash order in them): a warm worker takes
     every program from disk, and its runtime runs them as the cold one did."""
@@ -676,6 +687,7 @@ def support_like(program) -> list[np.ndarray]:
     return [np.zeros(v.meta["val"].shape, np.float32) for v in program.graph.output_node().args[0]]
 
 
+@pytest.mark.slow
 def test_partial_delegation_runs_the_whole_program_and_names_only_what_xnnpack_took(xnnpack, portable):
     """PARTIAL_DELEGATION (the whole-program checks): the blob is the whole .pte, XNNPACK's partitions
     beside the max pooling its partitioner leaves to ExecuTorch's CPU kernels; the map names only

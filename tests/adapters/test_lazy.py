@@ -361,6 +361,7 @@ def test_finding_first_step_compiles_twice():
     assert counts[1] == counts[0] + 1 and counts[2] == counts[1]
 
 
+@pytest.mark.slow
 def test_report_reads_not_applicable_for_delegate_clauses(tmp_path):
     """RT-002 reports NOT_APPLICABLE with the family reason; LAZY-009 runs."""
     import subprocess

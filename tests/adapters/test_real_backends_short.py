@@ -86,6 +86,7 @@ def _certify(name: str, profile: str, selection: str, out: Path) -> dict:
     return report
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_short_certification(name, tmp_path):
     if name.startswith("executorch"):

@@ -150,6 +150,7 @@ def test_unknown_compile_spec_is_refused(backend, chain):
     assert info.value.error is Error.InvalidArgument and "turbo" in info.value.message
 
 
+@pytest.mark.slow
 def test_buffer_mutation_is_refused_at_preprocess(backend):
     class Counter(torch.nn.Module):
         def __init__(self):
@@ -227,6 +228,7 @@ def test_a_program_that_writes_its_input_leaves_the_callers_array_alone(backend)
     assert outputs[0].tobytes() == expected[0].tobytes()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "dtype, fn",
     [
@@ -287,6 +289,7 @@ def test_finding_fx_keeps_the_source_of_every_module_it_builds(chain):
     assert len(keys() - before) >= 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", [True, False])
 def test_a_bool_scalar_output_survives_the_archive(backend, value):
     """torch.export.save cannot write a SymBool output (_bool_outputs_as_ints): it travels as an int."""
@@ -365,6 +368,7 @@ SHORT = {
 }
 
 
+@pytest.mark.slow
 def test_short_certification(tmp_path):
     selection = [*(f"test_{c}" for c in SHORT if "." not in c), "(NUM and aten.relu.default)", "(NUM and aten.add.Tensor)"]
     results, _ = certify("torch-eager", tmp_path, "core-fp32", *selection)

@@ -239,6 +239,7 @@ def test_finding_demo_accepts_truncated_blobs_at_init(demo):
         driver.destroy(loaded)
 
 
+@pytest.mark.slow
 def test_finding_demo_segfaults_on_empty_tensors():
     library = ts.torch_lib_dir() / "libbackend_with_compiler.so"
     source = textwrap.dedent(
@@ -351,6 +352,7 @@ def _num(report) -> dict:
     return only
 
 
+@pytest.mark.slow
 def test_seeded_perturbation_is_caught_where_the_real_demo_passes(seeded_session, monkeypatch, capsys):
     from conformance import cli
 

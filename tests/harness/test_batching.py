@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conformance.report.model import load_report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,6 +30,7 @@ def _certify(tmp_path: Path, backend: str, selection: str) -> dict[str, dict]:
     return {r["op"]: r for r in load_report(path)["results"] if r.get("op")}, out
 
 
+@pytest.mark.slow
 def test_a_failure_inside_a_batch_is_the_single_calls_failure_with_its_replay(tmp_path):
     results, out = _certify(tmp_path, "slow_negative_dims", "NUM and (sum or relu)")
     relu, total = results["aten.relu.default"], results["aten.sum.dim_IntList"]

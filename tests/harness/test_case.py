@@ -99,6 +99,7 @@ def test_an_older_example_finds_its_backend_in_backend_txt(tmp_path):
         replay.load(tmp_path)
 
 
+@pytest.mark.slow
 def test_an_example_certify_saved_for_a_relative_path_backend_replays_from_another_directory(tmp_path):
     out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -210,6 +211,7 @@ def test_a_failure_where_the_meta_kernel_shapes_unlike_eager_or_refuses_is_set_a
     assert case.run(load("reference"), spec, call).ok  # the meta kernel is not asked on a pass
 
 
+@pytest.mark.slow
 def test_a_num_check_whose_every_call_was_set_aside_is_a_harness_error_not_a_pass(tmp_path):
     """Seen on aten.nonzero.default before its programs went through torch.export: the builder's
     FakeTensorMode refused every call, the check compared 0 programs and reported PASS."""

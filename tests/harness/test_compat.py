@@ -235,6 +235,7 @@ def test_draw_only_global_constants_leaves_hypothesis_alone(public, monkeypatch)
     assert providers._get_local_constants is scan
 
 
+@pytest.mark.slow
 def test_draw_seeded_is_deterministic_through_given(public, monkeypatch):
     import hypothesis.control as control
     from hypothesis import strategies as st
@@ -304,6 +305,7 @@ def _private_uses(path: Path) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_no_module_outside_compat_reaches_a_private_internal():
     """The private internals of compat's routes appear nowhere else in the packages."""
     allowed = {ROOT / "conformance" / "compat", ROOT / "backend_adapters" / "executorch_compat.py"}
@@ -364,6 +366,7 @@ def _certify(out: Path, profile: str, mode: str) -> tuple[dict[str, str], dict]:
     return {r["id"]: r["category"] for r in document["results"]}, document
 
 
+@pytest.mark.slow
 def test_the_reference_gives_the_same_categories_with_every_fallback_forced(tmp_path):
     profile = tmp_path / "profiles.toml"
     profile.write_text(PROFILE.format(ops=json.dumps(list(SAMPLE_OPS))), encoding="utf-8")

@@ -111,6 +111,7 @@ def local(tmp_path_factory) -> Path:
     return directory
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(compat.forced_public(), reason="CONFORMANCE_COMPAT=public: hypothesis' local constants stay on")
 def test_draws_do_not_depend_on_the_modules_a_process_has_loaded(local):
     plain = _draws("plain", local)
@@ -120,6 +121,7 @@ def test_draws_do_not_depend_on_the_modules_a_process_has_loaded(local):
         assert plain[key] == loaded[key], f"{key}: the drawn calls changed when a local module was imported"
 
 
+@pytest.mark.slow
 def test_without_the_fix_the_same_draws_do_depend_on_them(local):
     """The control: with hypothesis' local constants left on, the same comparison differs, so the
     test above would catch the fix going missing (e.g. a hypothesis upgrade that moves the hook)."""

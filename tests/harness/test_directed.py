@@ -100,6 +100,7 @@ def test_every_case_is_nonempty_and_finite_unless_that_is_its_point(op, dtype):
                     assert np.isfinite(t.value.astype(np.complex128)).all(), f"{directive.label}: non-finite input"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("op", "dtype"), [
     ("aten.convolution.default", "float32"), ("aten.convolution.default", "int8"), ("aten.addmm.default", "float32"),
     ("aten.linalg_vector_norm.default", "float32"), ("aten.max_pool2d.default", "float32"),
@@ -190,6 +191,7 @@ def test_new_case_kinds_are_reported():
     assert {"large_finite", "spread", "pairwise", "attr", "large", "empty", "values"} <= set(EDGE_KINDS)
 
 
+@pytest.mark.slow
 def test_the_same_calls_in_every_process():
     script = textwrap.dedent(
         """
@@ -218,6 +220,7 @@ def test_the_same_calls_in_every_process():
     assert runs[0] == runs[1] and len(runs[0]) > 30
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["relu_nan_is_zero"])
 def test_a_plain_eager_backend_with_relu_nan_zero_fails_core_fp32(tmp_path, name):
     """Issue 9: such a backend was certified by core-fp32 at the ci profile (no NaN ever reached relu)."""

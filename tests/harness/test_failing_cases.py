@@ -79,6 +79,7 @@ def _kind(outcome: FailureKind, kind: str) -> KindCount:
     return found[0]
 
 
+@pytest.mark.slow
 def test_a_failing_check_reports_both_defects_by_kind_and_keeps_its_first_failure(tmp_path):
     result, where = _certify("two_defects", tmp_path)
     record = CaseResult.from_json(result)
@@ -111,6 +112,7 @@ def test_a_failing_check_reports_both_defects_by_kind_and_keeps_its_first_failur
     assert "failing cases: " in (where / "junit.xml").read_text()
 
 
+@pytest.mark.slow
 def test_the_budget_cuts_a_slow_failing_check_short_and_says_so(tmp_path):
     # --timeout 20: 5 s after the first failure (a quarter of it), the first failure's verdict kept
     # well before the timeout, where the whole check (some 40 executes of 0.5 s) would outlast it.

@@ -51,6 +51,7 @@ def test_each_operand_takes_each_layout_in_turn_the_others_contiguous():
     assert all(sum(name != "contiguous" for name in layout) == 1 for _, layout in targets)
 
 
+@pytest.mark.slow
 def test_a_layout_failure_replays_in_its_layout_and_fails(tmp_path):
     spec = specs.load().op("aten.add.Tensor")
     call = _add((4, 5), (4, 5))

@@ -26,6 +26,7 @@ def test_garbage_outputs_are_a_mismatch_not_a_harness_error():
     assert oracle.compare(expected, expected, oracle.DEFAULT_TOLERANCES["float64"]).snr_db == math.inf
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 @pytest.mark.parametrize("shape", [(), (5,), (2, 3)])
 def test_identical_bits_take_the_fast_path_with_the_full_statistics(monkeypatch, dtype, shape):

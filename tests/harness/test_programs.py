@@ -72,6 +72,7 @@ def _output_kind(val) -> tuple:
     return (str(val.dtype), tuple(val.shape)) if hasattr(val, "dtype") else (type(val).__name__,)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SPECS.all_op_names()))
 def test_built_program_equals_the_exported_one(name):
     spec = SPECS.op(name)
@@ -141,6 +142,7 @@ def _through_a_decomposition(name: str) -> bool:
     return kernel is not None and kernel is not op
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in sorted(SPECS.all_op_names()) if _through_a_decomposition(n)])
 def test_a_decomposition_on_meta_tensors_gives_what_fake_tensor_mode_gives(name, monkeypatch):
     """The builder runs an op's decomposition on meta tensors (``programs.fake.meta_kernel``) where
@@ -169,6 +171,7 @@ def test_a_decomposition_on_meta_tensors_gives_what_fake_tensor_mode_gives(name,
             assert fast == slow, f"{call.describe()}: on meta tensors {fast}, under FakeTensorMode {slow}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(programs.EAGER_LAYS_OUT_AS_META))
 def test_eager_lays_out_the_outputs_of_the_listed_ops_as_their_meta_kernel(name):
     """The ops whose programs describe their outputs from eager's whatever their sizes
@@ -380,6 +383,7 @@ def test_batch_refusals():
         batch_program([Call("aten.relu.default", (x,)), bad])
 
 
+@pytest.mark.slow
 def test_a_copy_of_a_contract_program_keeps_the_names_its_signature_uses():
     """copy.deepcopy renames a placeholder named after a builtin (mlp's ``input`` -> ``input_1``) but
     not the graph signature: torch.export.save of the copy raised SpecViolationError, failing a backend
@@ -410,6 +414,7 @@ def test_a_copy_of_a_contract_program_keeps_the_names_its_signature_uses():
     assert {"mlp", "conv_block"} <= set(renamed)  # the case this guards against still arises
 
 
+@pytest.mark.slow
 def test_leak_measurements_shrink_with_a_slow_operation():
     """RT-016/RT-018 run a step about budget-many seconds whatever the backend's speed: a 40 ms init
     once took RT-016 past its 120 s timeout (issue 13). Counted in steps, not timed: a step that
@@ -435,6 +440,7 @@ def test_leak_measurements_shrink_with_a_slow_operation():
     assert len(fast) == 64 + 1000  # a fast step keeps the full measurement
 
 
+@pytest.mark.slow
 def test_a_new_export_is_the_program_a_later_process_reads_from_the_cache(tmp_path):
     """torch.export.load gives a getitem for every output of a multi-output node, used or not, so a
     program read back differs from the one exported (other nodes, other debug handles). A process that

@@ -67,6 +67,7 @@ def _result_id(nodeid: str) -> str:
     return f"{name}[{'|'.join(kept)}]" if kept else name
 
 
+@pytest.mark.slow
 def test_the_plugin_runs_measured_checks_longest_first(tmp_path):
     default = _collected(tmp_path)
     assert default, "nothing collected"

@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from conformance.run import supervision
 from conformance.run.journal import complete_documents, read_journal
 
@@ -59,6 +61,7 @@ def _session(tmp_path: Path, selection: str) -> dict[str, dict]:
     return results
 
 
+@pytest.mark.slow
 def test_a_worker_is_replaced_after_a_timeout_and_no_check_is_lost(tmp_path):
     results = _session(tmp_path, "a_first or b_times or c_after")
     assert set(results) == {"a_first", "b_times_out", "c_after_the_timeout"}
@@ -68,6 +71,7 @@ def test_a_worker_is_replaced_after_a_timeout_and_no_check_is_lost(tmp_path):
     assert pid["c_after_the_timeout"] != pid["b_times_out"]  # ... then a fresh one
 
 
+@pytest.mark.slow
 def test_a_worker_is_replaced_after_a_check_leaves_a_thread_running(tmp_path):
     results = _session(tmp_path, "d_leaves or e_after")
     assert [results[k]["category"] for k in sorted(results)] == ["PASS", "PASS"]
@@ -170,6 +174,7 @@ def _import_with_a_timeout(tmp_path, handler: str) -> subprocess.CompletedProces
                           env={**os.environ, "PYTHONPATH": path})
 
 
+@pytest.mark.slow
 def test_a_timeout_never_leaves_an_import_half_done(tmp_path):
     """The per-check timeout (supervision.timeout_handler, the plugin's SIGALRM handler) waits for an
     import it falls into: raised inside one, it leaves the package without the submodules it had

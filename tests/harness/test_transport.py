@@ -180,6 +180,7 @@ def _results(out: Path, backend: str = "reference") -> dict:
     return _strict_json(path.read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow
 def test_a_session_with_raw_hostile_values_completes_with_every_result(tmp_path):
     """Values straight from a check (no oracle in between) on two xdist workers."""
     (tmp_path / "test_raw.py").write_text(RAW_CHECKS.format(hostile=HOSTILE), encoding="utf-8")
@@ -266,6 +267,7 @@ SELECTED = ("aten.add.Tensor-int64", "aten.sub.Tensor-int64", "aten.mul.Tensor-f
             "aten.relu.default-float32", "aten.abs.default-float32")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_certify_a_backend_whose_failures_carry_int64_extremes_nan_and_a_surrogate(tmp_path):
     (tmp_path / "hostile.py").write_text(HOSTILE_BACKEND.format(hostile=HOSTILE), encoding="utf-8")
     out = tmp_path / "out"

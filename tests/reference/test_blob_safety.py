@@ -71,6 +71,7 @@ def _must_be_clean(runtime, data: bytes, result, program) -> str:
 mutations = st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=6)
 
 
+@pytest.mark.slow
 @settings(max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 @given(edits=mutations, cut=st.none() | st.integers(0, 10**6), fix=st.booleans())
 def test_mutated_and_truncated_blobs_only_raise_backend_error(mlp, edits, cut, fix):
@@ -85,6 +86,7 @@ def test_mutated_and_truncated_blobs_only_raise_backend_error(mlp, edits, cut, f
     _must_be_clean(ReferenceRuntime(), bytes(data), result, program)
 
 
+@pytest.mark.slow
 @settings(max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 @given(edits=mutations)
 def test_checksum_valid_hostile_blobs_reach_validation_and_are_refused_cleanly(mlp, edits):
@@ -224,6 +226,7 @@ def test_a_blob_whose_arguments_ask_for_gigabytes_is_refused_before_the_kernel_a
     runtime.destroy(handle)
 
 
+@pytest.mark.slow
 def test_a_short_seeded_fuzz_of_the_runtime_finds_nothing_but_backend_errors():
     """The fuzzer of `nox -s fuzz` (100,000 blobs, figures in docs/performance.md), on 300 seeds."""
     from tests.reference.fuzz_blobs import fuzz

@@ -99,6 +99,7 @@ def test_cdist_matrix_product_path_on_integers(dtype, mode):
     oracle.expect(reference(call)[:1], eager_outputs(call).arrays[:1], what=call.describe(), spec=SPECS.op(call.op), call=call)
 
 
+@pytest.mark.slow
 def test_cdist_draws_the_matrix_product_path():
     from conformance.strategies.linalg import _mm_path
 
@@ -136,6 +137,7 @@ def test_a_nonempty_index_of_another_dtype_is_refused_by_both():
         reference(call)
 
 
+@pytest.mark.slow
 def test_gather_draws_empty_indices_of_other_dtypes():
     dtypes = {str(c.args[2].value.dtype) for c in _draws("aten.gather.default", "float32", 300) if c.args[2].value.size == 0}
     assert dtypes - {"int64", "int32"}

@@ -22,9 +22,13 @@ from conformance.strategies import Call, Tensor, calls
 SPECS = specs.load()
 
 
+INNER_LOOP_DTYPES = ("float32", "int64", "bool")
+"""The dtypes of the fast tier (``-m "not slow"``); the others are marked slow."""
+
+
 def _cases():
     return [
-        pytest.param(spec, name, dtype, id=f"{name}-{dtype}")
+        pytest.param(spec, name, dtype, id=f"{name}-{dtype}", marks=() if dtype in INNER_LOOP_DTYPES else pytest.mark.slow)
         for spec in sorted(SPECS.ops.values(), key=lambda s: s.name)
         for name in spec.names
         for dtype in spec.dtypes

@@ -108,6 +108,7 @@ print(json.dumps({"grew": memory.growth(), "error": error.error.name if error el
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_a_small_blob_whose_attributes_ask_for_much_is_refused_before_the_process_grows(name):
     if not PeakMemory().available:
@@ -122,6 +123,7 @@ def test_a_small_blob_whose_attributes_ask_for_much_is_refused_before_the_proces
     )
 
 
+@pytest.mark.slow
 def test_an_empty_repeat_does_not_pay_for_the_counts_before_its_zero():
     """Fuzz seed 84908: repeat's kernel (np.tile) repeats one dim at a time, so counts of
     (32768, 0) on a 16 x 64 tensor allocated 32768 copies of it (128 MiB) for an empty result.

@@ -55,6 +55,7 @@ def test_every_backend_has_a_checked_in_report():
         assert {p.parent.name for p in CHECKED_IN if p.parent.parent.name == profile} >= {"reference", "executorch-xnnpack", "executorch-portable"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", CHECKED_IN, ids=[str(p.parent.relative_to(REPORTS)) for p in CHECKED_IN])
 def test_checked_in_report_verifies_and_says_whether_it_is_stale(path):
     document = json.loads(path.read_text(encoding="utf-8"))
@@ -103,6 +104,7 @@ def test_the_golden_report_verifies():
     assert outcome.report["verdict"]["certified"]
 
 
+@pytest.mark.slow
 def test_the_golden_selection_certifies_again_as_it_did(tmp_path):
     """The golden profile certified now: the same checks, the same categories, VALID here."""
     done = subprocess.run(

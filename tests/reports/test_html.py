@@ -360,6 +360,7 @@ def _write(tmp_path: Path, name: str, markup: str) -> Path:
 # Tests
 
 
+@pytest.mark.slow
 def test_certified_report_in_chromium(tmp_path):
     report = make_report("reference", version="0.1.0 (blob format 1)")
     assert report["verdict"]["certified"], report["verdict"]
@@ -405,6 +406,7 @@ def test_certified_report_in_chromium(tmp_path):
     assert dom.find(id="replay-empty")
 
 
+@pytest.mark.slow
 def test_failing_report_shows_failures_and_stays_inert_in_chromium(tmp_path):
     report = make_report("evil<b>backend</b>", hostile, version="1.0<script>document.title='PWNED-VERSION'</script>")
     verdict = report["verdict"]
@@ -472,6 +474,7 @@ def test_failing_report_shows_failures_and_stays_inert_in_chromium(tmp_path):
     keep_artifact(png, "report.png")
 
 
+@pytest.mark.slow
 def test_matrix_of_180_ops_by_10_dtypes(tmp_path):
     dtypes = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
     categories = ["PASS"] * 12 + ["NOT_SUPPORTED", "MISMATCH", "EXECUTE_FAIL", "NOT_APPLICABLE", "TIMEOUT"]
@@ -540,6 +543,7 @@ backend = replace(
 '''
 
 
+@pytest.mark.slow
 def test_real_certify_run_of_a_hostile_backend(tmp_path):
     """One real run: a backend whose execute raises BackendError(Internal, <script>...)."""
     chromium()  # fail early, before the slow part, if there is no browser
@@ -582,6 +586,7 @@ def test_real_certify_run_of_a_hostile_backend(tmp_path):
     assert dom.find(id="replay").find_all("li"), "the failing NUM check saved a replayable example"
 
 
+@pytest.mark.slow
 def test_quantized_and_partially_delegated_programs_in_chromium(tmp_path):
     """The checked-in quantized report of executorch-xnnpack: one row per QNT result with its budget
     and worst error in steps, and the delegated fraction where XNNPACK took part of a program."""

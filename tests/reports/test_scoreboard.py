@@ -124,6 +124,7 @@ def test_markdown_scoreboard():
     assert "<script>" not in text and "<img" not in text, "HTML from a backend must not reach the Markdown as markup"
 
 
+@pytest.mark.slow
 def test_html_scoreboard_in_chromium(tmp_path):
     model = scoreboard.build(reports(), SPECS.clauses)
     markup = scoreboard.render_html(model)
@@ -301,6 +302,7 @@ def checked_in_scoreboard() -> dict:
     return scoreboard.build(reports, SPECS.clauses, outcomes=outcomes)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", [800, 1600])
 def test_badges_are_never_clipped_and_categories_never_broken_inside_a_word(tmp_path, width):
     model = checked_in_scoreboard()

@@ -73,6 +73,7 @@ def test_sign_and_verify_round_trip(capsys, signed, keys):
     ), out
 
 
+@pytest.mark.slow
 def test_a_report_rebuilt_from_edited_results_fails_against_the_public_key(capsys, signed, keys):
     """The forgery of finding 3: MISMATCH made PASS in results/, the report rebuilt with
     ``conformance report``. Everything agrees (hash, summary, verdict recomputed), so only the

@@ -182,6 +182,7 @@ def test_a_stale_report_that_claims_a_certification_its_flags_deny_is_invalid(ca
     assert rc == EXIT_INVALID and "the verdict says certified, but 2 mandatory result(s) did not pass" in out, out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sibling", ["report.md", "report.html", "junit.xml"])
 def test_a_rendering_of_another_report_is_caught_and_named(capsys, failing, passing, sibling):
     shutil.copyfile(passing / sibling, failing / sibling)  # the certified run's page beside the failing run's report
@@ -227,6 +228,7 @@ def test_the_api_returns_a_structured_outcome(failing):
     assert [p.split(":")[0] for p in outcome.problems] == ["integrity hash mismatch"]
 
 
+@pytest.mark.slow
 def test_the_file_is_compact_and_an_edit_of_its_tables_is_caught(capsys, failing):
     """report.json is one line of compact JSON, its results tables; the hash covers the records they
     hold, so an edited shared text (one entry of ``texts``, which many results may point at) or a
