@@ -141,6 +141,22 @@ def test_a_spent_budget_ends_the_run_with_what_is_left_recorded_not_run(tmp_path
 
 
 @pytest.mark.slow
+def test_a_budget_spent_before_any_check_finished_records_them_not_run_not_as_harness_errors(tmp_path):
+    """Every check blocks in init far past the budget, so the budget kills a session that has finished
+    nothing: what is left was not run for lack of time (SKIP), not lost to a broken session (seen as
+    HARNESS_ERROR "twice without progress" under load, where collection ate most of the budget)."""
+    out = tmp_path / "out"
+    done = _certify(out, f"{MISBEHAVING}:slow_init", "--budget", "60", "--timeout", "300", "--skip-perf", "-k", "RT_002 or RT_003",
+                    env=_env(CONFORMANCE_TEST_INIT_SLEEP_S="600"))  # fmt: skip
+    log = done.stdout + done.stderr
+    assert done.returncode == 1, log[-4000:]
+    report = _report(out)
+    categories = {r["id"]: (r["category"], r.get("message", "")[:120]) for r in report["results"]}
+    assert set(categories) == {"test_RT_002_round_trip", "test_RT_003_independent_handles"}, (categories, log[-3000:])
+    assert all(c == "SKIP" and "time budget" in m for c, m in categories.values()), categories
+
+
+@pytest.mark.slow
 def test_a_killed_cli_leaves_no_session_running_and_no_report_that_looks_like_its_own(tmp_path):
     out = tmp_path / "out"
     report_dir = out / "tests_seeded_misbehaving.py_slow_init"

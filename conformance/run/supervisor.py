@@ -103,6 +103,8 @@ class Supervisor:
                 if self.interrupted:
                     outcome.interrupted = True
                     break
+                if outcome.budget_spent:  # killed for the budget: what is left was not run, not lost
+                    break
                 if not left or not plan:
                     if not plan and status not in (0, 1, 5):
                         outcome.notes.append(f"the {tag} session ended with pytest exit status {status} before it collected any check")
