@@ -571,6 +571,7 @@ def test_disk_cache_serves_num_programs_to_a_new_process(xnnpack, portable, fres
     assert stats.lowerings == before + 1  # the variable turns the disk cache off
 
 
+@BUILT
 def test_a_crashing_lowering_is_kept_and_raised_again_as_it_was(xnnpack, fresh_lowering, tmp_path):
     """ExecuTorch's ChannelsLastTaggedReshapePass crashes on prelu of rank 3 (a parameter weight): the crash is as
     deterministic as a lowering (same program, ExecuTorch, torch: same key), so a warm run raises it
@@ -661,6 +662,7 @@ print(json.dumps({"lowerings": lowering.STATS.lowerings, "disk_hits": lowering.S
 """
 
 
+@BUILT
 @pytest.mark.slow
 def test_a_new_process_with_another_hash_seed_lowers_nothing(xnnpack, fresh_lowering, tmp_path):
     """Keys are the same in every process (no address, no hash order in them): a warm worker takes

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance.compat import torch as compat_torch
 from conformance.report.model import load_report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +32,7 @@ def _certify(tmp_path: Path, backend: str, selection: str) -> dict[str, dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not compat_torch.builds_programs(), reason="programs are exported (compat.torch.builds_programs): no batch")
 def test_a_failure_inside_a_batch_is_the_single_calls_failure_with_its_replay(tmp_path):
     results, out = _certify(tmp_path, "slow_negative_dims", "NUM and (sum or relu)")
     relu, total = results["aten.relu.default"], results["aten.sum.dim_IntList"]
