@@ -25,3 +25,15 @@ def certified(tmp_path_factory, worker_id) -> SeededReports:
     # Under xdist the base temp's parent is this run's own directory, common to its workers.
     shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
     return SeededReports(shared)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The seeded proof's chunks first (a stable sort: the rest keep their order). Each is minutes of
+    one worker's time; collected last (tests/test_seeded_defects.py), they left the other workers
+    idle while the last chunks ran. pytest-xdist hands out the groups in collection order."""
+
+    def chunk_first(item) -> int:
+        group = item.get_closest_marker("xdist_group")
+        return 0 if group and str(group.args[0]).startswith("seeded-") else 1
+
+    items.sort(key=chunk_first)
