@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from conformance.strategies import profiles
-from tests.seeded_proof import SeededReports
 
 profiles.register()
 
@@ -19,9 +18,11 @@ def pytest_configure(config):
 
 
 @pytest.fixture(scope="session")
-def certified(tmp_path_factory, worker_id) -> SeededReports:
+def certified(tmp_path_factory, worker_id):
     """backend name -> its report of the seeded proof (tests/seeded_proof.py): each chunk of the
-    seeded backends certified once per test run, by the first worker that reads one of its reports."""
+    seeded backends certified once per test run, by the first worker that reads one of its reports.
+    Imported here, not at start-up: the seeded backends load only in runs that read them."""
+    from tests.seeded_proof import SeededReports
     # Under xdist the base temp's parent is this run's own directory, common to its workers.
     shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
     return SeededReports(shared)

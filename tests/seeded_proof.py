@@ -42,10 +42,10 @@ RUNS: dict[str, str] = {
 CHUNK = {name: i % CHUNKS for i, name in enumerate(RUNS)}
 
 
-def group(*backends: str) -> pytest.MarkDecorator:
-    """The xdist group of a test that reads these backends' reports: the first one's chunk (a test
-    that reads another chunk too waits for it, or certifies it itself)."""
-    return pytest.mark.xdist_group(f"seeded-{CHUNK[backends[0]]}")
+def group(backend: str) -> pytest.MarkDecorator:
+    """The xdist group of a test that reads this backend's report: its chunk's (a test that reads
+    another chunk's report too waits for it, or certifies it itself)."""
+    return pytest.mark.xdist_group(f"seeded-{CHUNK[backend]}")
 
 
 class SeededReports(Mapping[str, dict]):
