@@ -98,16 +98,21 @@ class Diff:
     new_failures: list[CaseResult] = field(default_factory=list)
     """Failing now, passing or absent in the baseline, and not waived: the gate fails."""
     waived: list[tuple[CaseResult, Waiver]] = field(default_factory=list)
+    """Results an unexpired waiver excuses (failing, no longer passing or missing), with it: shown, not gated."""
     known_failures: list[CaseResult] = field(default_factory=list)
     """Failing in both reports."""
     fixed: list[CaseResult] = field(default_factory=list)
+    """Failing in the baseline and passing now."""
     missing: list[str] = field(default_factory=list)
     """Check ids in the baseline and not in the new report: the gate fails."""
     added: list[str] = field(default_factory=list)
+    """Check ids in the new report and not in the baseline (a larger profile or new clauses)."""
     regressions: list[dict] = field(default_factory=list)
     """Timings past the threshold, slower than the baseline's."""
     improvements: list[dict] = field(default_factory=list)
+    """Timings past the threshold, faster than the baseline's."""
     expired_waivers: list[Waiver] = field(default_factory=list)
+    """Waivers past their expiry date: they no longer excuse a failure."""
     unmatched_waivers: list[Waiver] = field(default_factory=list)
     """Waivers that match no failing check (stale: the failure is gone or renamed)."""
     no_longer_passing: list[tuple[CaseResult, CaseResult]] = field(default_factory=list)
@@ -115,6 +120,7 @@ class Diff:
     not_run: list[str] = field(default_factory=list)
     """Mandatory checks the new verdict lists as not run, and the baseline's does not."""
     dropped_claims: list[str] = field(default_factory=list)
+    """Ops, or dtypes of one, the baseline's manifest claimed and the new one does not: the gate fails."""
     lost_timings: list[dict] = field(default_factory=list)
     """Measurements with a median time in the baseline and none now."""
     changed: list[tuple[CaseResult, CaseResult]] = field(default_factory=list)
