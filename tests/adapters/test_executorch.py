@@ -40,6 +40,8 @@ def et():
 
 @pytest.fixture(scope="module")
 def xnnpack(et) -> BackendUnderTest:
+    """Every test that lowers through it is marked slow: the first one pays importing ExecuTorch's
+    exir and XNNPACK's partitioner (half a minute on a loaded 2-core machine)."""
     from backend_adapters.executorch import xnnpack
 
     return xnnpack()
@@ -136,6 +138,7 @@ def test_add_round_trip(which, request):
     assert info.value.error is Error.DelegateInvalidHandle
 
 
+@pytest.mark.slow
 def test_wrong_dtype_is_refused_by_executorch(xnnpack):
     from conformance.api import EValue
 
@@ -151,6 +154,7 @@ def test_wrong_dtype_is_refused_by_executorch(xnnpack):
         driver.destroy(loaded)
 
 
+@pytest.mark.slow
 def test_undelegated_op_is_refused_as_not_supported(xnnpack):
     import torch
 
@@ -164,6 +168,7 @@ def test_undelegated_op_is_refused_as_not_supported(xnnpack):
     assert "aten.index_select.default(float32[5, 4], int64[2])" in info.value.message  # what the partitioner judged
 
 
+@pytest.mark.slow
 def test_empty_tensor_is_left_undelegated(xnnpack):
     """Documented in XnnpackPartitioner (xnnpack_config.py: "XNNPACK does not support empty tensors"):
     a claimed op on an empty tensor is refused, so NUM reports the claim as PREPROCESS_FAIL."""
@@ -176,6 +181,7 @@ def test_empty_tensor_is_left_undelegated(xnnpack):
     assert "aten.relu.default(float32[0, 3]) left undelegated" in info.value.message
 
 
+@pytest.mark.slow
 def test_corrupted_payloads_are_refused(xnnpack):
     program, inputs, expected = _add()
     driver = Driver(xnnpack)
@@ -572,6 +578,7 @@ def test_disk_cache_serves_num_programs_to_a_new_process(xnnpack, portable, fres
 
 
 @BUILT
+@pytest.mark.slow
 def test_a_crashing_lowering_is_kept_and_raised_again_as_it_was(xnnpack, fresh_lowering, tmp_path):
     """ExecuTorch's ChannelsLastTaggedReshapePass crashes on prelu of rank 3 (a parameter weight): the crash is as
     deterministic as a lowering (same program, ExecuTorch, torch: same key), so a warm run raises it
