@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
 
+from conformance import statistics
+
 CLAUSE_FAMILIES = ("PRE", "RT", "REG", "DBG", "NUM", "MOD", "QNT", "PERF", "LAZY")
 """The families of contract clauses (specs/interface.toml IDs look like PRE-001)."""
 CHECK_PARAMETERS = ("op", "dtype", "program", "model", "runner", "stage")
@@ -96,11 +98,13 @@ class CheckFailure(AssertionError):
 
     Raised inside a check; the plugin reads ``category``, ``stats`` and ``artifacts``
     from it when it builds the result. An AssertionError, so pytest and hypothesis
-    treat it as an ordinary test failure (hypothesis shrinks it).
+    treat it as an ordinary test failure (hypothesis shrinks it). ``stats`` are declared
+    statistics (``conformance.statistics``): another key or type is a TypeError where it is raised.
     """
 
     def __init__(self, category: Category, message: str, *, stats: dict | None = None, stage: str | None = None):
         super().__init__(f"{category.value}: {message}")
+        statistics.check(stats or {})
         self.category = category
         self.message = message
         self.stats = stats or {}
@@ -237,7 +241,8 @@ class CaseResult:
     )
     message: str = _field("why the check ended as it did (empty for a plain pass)", {"type": "string"}, default="")
     stats: dict[str, Any] = _field(
-        "error statistics (max_abs, max_ulp, mae, snr_db, worst_index, ...) and check-specific counts", {"type": "object"}, factory=dict
+        "error statistics (max_abs, max_ulp, mae, snr_db, worst_index, ...) and check-specific counts, each declared in "
+        "conformance/statistics.py", statistics.json_schema(), factory=dict
     )
     timings: dict[str, float] = _field(
         "durations in milliseconds (vary run to run)", {"type": "object", "additionalProperties": {"type": ["number", "integer"]}}, factory=dict

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from conformance import statistics
 from conformance.plugin.items import clause_of, meta_of
 from conformance.plugin.session import active, is_worker, state
 from conformance.plugin.watchdog import CheckTimedOut
@@ -47,6 +48,9 @@ class ResultRecorder:
         self.record.update(**{k: v for k, v in fields.items() if v is not None})
 
     def stats(self, **stats: Any) -> None:
+        """Record statistics; each key must be declared in ``conformance.statistics`` with the value's
+        type (TypeError otherwise: the check's result is a HARNESS_ERROR that names the key)."""
+        statistics.check(stats, clause=self.record.clause)
         self.record.stats.update(stats)
 
     def not_supported(self, message: str):
@@ -88,7 +92,12 @@ def pytest_runtest_makereport(item, call):
         record.message = message
     exc = _check_failure(call.excinfo.value) if call.excinfo else None
     if exc is not None:
-        record.stats.update(exc.stats)
+        try:
+            statistics.check(exc.stats, clause=record.clause)
+        except TypeError as wrong:  # a check's mistake: its result says so, and the session goes on
+            record.category, record.message = Category.HARNESS_ERROR, f"TypeError: {wrong}"
+        else:
+            record.stats.update(exc.stats)
         if exc.stage:
             record.failed_stage = exc.stage  # not "stage": that one is a parameter, part of the id
     record.phase = report.when

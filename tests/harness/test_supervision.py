@@ -22,25 +22,25 @@ import time
 
 
 def test_RT_001_a_first(backend, result):
-    result.stats(pid=os.getpid())
+    result.set(measurements={"pid": os.getpid()})
 
 
 def test_RT_001_b_times_out(backend, result):
-    result.stats(pid=os.getpid())
+    result.set(measurements={"pid": os.getpid()})
     time.sleep(30)  # past --timeout: in a real run, an import interrupted half-way
 
 
 def test_RT_001_c_after_the_timeout(backend, result):
-    result.stats(pid=os.getpid())
+    result.set(measurements={"pid": os.getpid()})
 
 
 def test_RT_001_d_leaves_a_thread(backend, result):
-    result.stats(pid=os.getpid())
+    result.set(measurements={"pid": os.getpid()})
     threading.Thread(target=time.sleep, args=(3,), daemon=False).start()
 
 
 def test_RT_001_e_after_the_thread(backend, result):
-    result.stats(pid=os.getpid())
+    result.set(measurements={"pid": os.getpid()})
 '''
 
 
@@ -66,7 +66,7 @@ def test_a_worker_is_replaced_after_a_timeout_and_no_check_is_lost(tmp_path):
     results = _session(tmp_path, "a_first or b_times or c_after")
     assert set(results) == {"a_first", "b_times_out", "c_after_the_timeout"}
     assert [results[k]["category"] for k in sorted(results)] == ["PASS", "TIMEOUT", "PASS"]
-    pid = {k: r["stats"]["pid"] for k, r in results.items()}
+    pid = {k: r["measurements"]["pid"] for k, r in results.items()}
     assert pid["a_first"] == pid["b_times_out"]  # one worker until the timeout ...
     assert pid["c_after_the_timeout"] != pid["b_times_out"]  # ... then a fresh one
 
@@ -75,7 +75,7 @@ def test_a_worker_is_replaced_after_a_timeout_and_no_check_is_lost(tmp_path):
 def test_a_worker_is_replaced_after_a_check_leaves_a_thread_running(tmp_path):
     results = _session(tmp_path, "d_leaves or e_after")
     assert [results[k]["category"] for k in sorted(results)] == ["PASS", "PASS"]
-    assert results["e_after_the_thread"]["stats"]["pid"] != results["d_leaves_a_thread"]["stats"]["pid"]
+    assert results["e_after_the_thread"]["measurements"]["pid"] != results["d_leaves_a_thread"]["measurements"]["pid"]
 
 
 DYING = """

@@ -149,13 +149,13 @@ def test_NUM_001_raw_statistics(backend, result):
         Category.MISMATCH,
         HOSTILE + "x" * 10_000,
         stats={{
-            "py_min": -(2**63),
-            "np_min": np.int64(-(2**63)),
-            "np_max": np.int64(2**63 - 1),
-            "nan": float("nan"),
-            "np_inf": np.float32("inf"),
-            "worst": np.array([-(2**63), 2**63 - 1]),
-            "note": HOSTILE,
+            "max_abs": -(2**63),
+            "expected_at_worst": np.int64(-(2**63)),
+            "actual_at_worst": np.int64(2**63 - 1),
+            "snr_db": float("nan"),
+            "max_ulp": np.float32("inf"),
+            "worst_index": np.array([-(2**63), 2**63 - 1]),
+            "refusal_summary": HOSTILE,
         }},
     )
 
@@ -200,10 +200,10 @@ def test_a_session_with_raw_hostile_values_completes_with_every_result(tmp_path)
     raw = results["test_NUM_001_raw_statistics"]  # ids come from parameters, not from what a check sets
     assert raw["category"] == "MISMATCH" and raw["clause"] == "NUM-001"
     stats = raw["stats"]
-    assert stats["py_min"] == INT64_MIN and stats["np_min"] == INT64_MIN and stats["np_max"] == INT64_MAX
-    assert stats["nan"] == "nan" and stats["np_inf"] == "inf"
-    assert stats["worst"] == [INT64_MIN, INT64_MAX]
-    assert stats["note"] == transport.clean_text(HOSTILE)
+    assert stats["max_abs"] == INT64_MIN and stats["expected_at_worst"] == INT64_MIN and stats["actual_at_worst"] == INT64_MAX
+    assert stats["snr_db"] == "nan" and stats["max_ulp"] == "inf"
+    assert stats["worst_index"] == [INT64_MIN, INT64_MAX]
+    assert stats["refusal_summary"] == transport.clean_text(HOSTILE)
     assert raw["message"].startswith(transport.clean_text(HOSTILE))
     assert len(raw["message"]) <= transport.MESSAGE_LIMIT and "[truncated" in raw["message"]
 
