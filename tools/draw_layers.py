@@ -11,11 +11,10 @@ back-edge, drawn red, and the layer check would fail on it.
 
 from __future__ import annotations
 
-import argparse
 import configparser
-import sys
 from pathlib import Path
 
+import doc_section
 import grimp
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,20 +70,7 @@ def drawing() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help=f"write the drawing into {DOC.relative_to(ROOT)}")
-    ns = parser.parse_args(argv)
-    text = drawing()
-    if not ns.write:
-        sys.stdout.write(text)
-        return 0
-    doc = DOC.read_text()
-    if BEGIN not in doc or END not in doc:
-        sys.exit(f"{DOC} has no markers {BEGIN!r} ... {END!r}: put them where the drawing goes")
-    head, rest = doc.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    DOC.write_text(f"{head}{BEGIN}\n{text}{END}{tail}")
-    return 0
+    return doc_section.main(argv, description=__doc__.splitlines()[0], doc=DOC, begin=BEGIN, end=END, section=drawing)
 
 
 if __name__ == "__main__":
