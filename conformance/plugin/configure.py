@@ -85,9 +85,15 @@ def pytest_configure_node(node):
         node.workerinput[WORKER_RUN_DIR] = str(state(node.config).run_dir)
 
 
+@pytest.hookimpl(wrapper=True)
 def pytest_sessionstart(session):
     # Not in pytest_configure: xdist registers its "dsession" plugin in its own pytest_configure,
     # after ours (tryfirst), so only now can the controller tell that it has workers to watch.
+    # After every other plugin's sessionstart (a wrapper's code after its yield): pytest-xdist's
+    # controller starts its workers in its own, so what the controller does here (the journals'
+    # headers describe the machine, which imports torch: about 3 s) overlaps their start-up
+    # instead of delaying it. No result can arrive before: workers report in the run loop.
+    yield
     config = session.config
     if not active(config):
         return
