@@ -1,20 +1,37 @@
 """Preprocess in fresh Python processes (PRE-008): one per hash seed (PYTHONHASHSEED), each loading
 the backend by the name this run did and rebuilding a contract program, and each writing the
-digests of what preprocess returned, so a blob that follows the order of hashed strings shows."""
+digests of what preprocess returned, so a blob that follows the order of hashed strings shows.
+
+Two fresh interpreters importing torch take seconds, the longest of the contract checks. ``certify``
+starts them before the checks' session (``Prestart``), so they run beside the workers' start-up
+instead of after it: such a process preprocesses the program the check will run (``runnable``'s
+choice, made the same way), and the check reads its digests (``prestarted_runs``). Where those are
+missing or are of another program, the check starts its own (``preprocess_in_fresh_processes``).
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from conformance.driver import Driver
 from conformance.results import Category, CheckFailure
+from conformance.run.supervision import die_with_parent
 
-from ._support import contract_program
+from ._support import contract_program, first_preprocessed
 
 HASH_SEEDS = (0, 12345)
 FRESH_PROCESS_TIMEOUT = 300.0
+RUNNABLE = "*"
+"""The program name a fresh process takes for "the first contract program the backend preprocesses"."""
+PRESTART_ENV = "CONFORMANCE_PRESTARTED_FRESH"
+"""Where ``certify`` tells the checks' processes the prestarted fresh processes write (a directory)."""
 
 
 def backend_spec(request) -> str | None:
@@ -38,10 +55,8 @@ def _digest_result(result) -> dict[str, Any]:
 
 
 def fresh_process_main(argv: list[str] | None = None) -> None:
-    """Entry point of one fresh process: preprocess one contract program, write digests as JSON lines."""
-    import json
-    import sys
-
+    """Entry point of one fresh process: preprocess one contract program (``RUNNABLE``: the first
+    the backend takes), write digests as JSON lines."""
     spec, program_name, out_path = argv if argv is not None else sys.argv[1:4]
 
     def emit(record: dict) -> None:
@@ -51,15 +66,73 @@ def fresh_process_main(argv: list[str] | None = None) -> None:
     from conformance.discovery import load
 
     backend = load(spec)
-    program = contract_program(program_name)
-    exported = program.fresh()
+    if program_name != RUNNABLE:
+        exported = contract_program(program_name).fresh()
     emit({"stage": "preprocess"})
     try:
-        result, _ = Driver(backend).preprocess(exported)
+        if program_name == RUNNABLE:
+            program, result = first_preprocessed(backend)
+            program_name = program.name
+        else:
+            result, _ = Driver(backend).preprocess(exported)
     except CheckFailure as exc:
-        emit({"stage": "done", "failure": exc.category.value, "message": exc.message})
+        emit({"stage": "done", "program": program_name, "failure": exc.category.value, "message": exc.message})
         return
-    emit({"stage": "done", **_digest_result(result)})
+    emit({"stage": "done", "program": program_name, **_digest_result(result)})
+
+
+def _start(spec: str, program_name: str, seeds, directory: Path, *, tied: bool = False) -> dict[int, subprocess.Popen]:
+    """One fresh process per seed, writing ``seed-N.jsonl`` (records) and ``seed-N.log`` (its output)
+    in ``directory``; ``tied``: each is killed when this process dies (only from a single-threaded one)."""
+    code = "import sys; from conformance.checks._fresh import fresh_process_main; fresh_process_main(sys.argv[1:])"
+    path = os.pathsep.join(p if p else os.getcwd() for p in sys.path)
+    env = {k: v for k, v in os.environ.items() if k != PRESTART_ENV}
+    procs = {}
+    try:
+        for seed in seeds:
+            log = open(directory / f"seed-{seed}.log", "wb")  # a file: a chatty backend never blocks on a pipe
+            try:
+                procs[seed] = subprocess.Popen(
+                    [sys.executable, "-c", code, spec, program_name, str(directory / f"seed-{seed}.jsonl")],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    env=dict(env, PYTHONHASHSEED=str(seed), PYTHONPATH=path), cwd=os.getcwd(),
+                    preexec_fn=die_with_parent if tied else None,  # noqa: PLW1509 - see tied
+                )  # fmt: skip
+            finally:
+                log.close()
+    except BaseException:
+        _kill(procs.values())
+        raise
+    return procs
+
+
+def _kill(procs) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _outcome(spec: str, program_name: str, seed: int, directory: Path, returncode: int | None, timed_out: bool) -> dict:
+    """The digests one fresh process wrote, or the CheckFailure its end was: one that died before
+    preprocess is the harness's failure (HARNESS_ERROR); one that died or hung in preprocess is the
+    backend's (CRASH, TIMEOUT)."""
+    out = directory / f"seed-{seed}.jsonl"
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line.strip()] if out.exists() else []
+    stages = {r["stage"] for r in records}
+    if "done" in stages:
+        return next(r for r in records if r["stage"] == "done")
+    log = directory / f"seed-{seed}.log"
+    tail = (log.read_bytes() if log.exists() else b"").decode("utf-8", "replace").strip()[-1500:]
+    where = f"a fresh process (PYTHONHASHSEED={seed}) preprocessing {program_name}"
+    if "preprocess" not in stages:
+        raise CheckFailure(
+            Category.HARNESS_ERROR,
+            f"{where} could not load backend {spec!r} or rebuild the program (exit status {returncode}): {tail or 'no output'}",
+        )
+    if timed_out:
+        raise CheckFailure(Category.TIMEOUT, f"{where}: preprocess did not return within {FRESH_PROCESS_TIMEOUT:.0f} s")
+    raise CheckFailure(Category.CRASH, f"{where}: the process died in preprocess (exit status {returncode}): {tail or 'no output'}")
 
 
 def preprocess_in_fresh_processes(spec: str, program_name: str, seeds=HASH_SEEDS) -> dict[int, dict]:
@@ -68,70 +141,93 @@ def preprocess_in_fresh_processes(spec: str, program_name: str, seeds=HASH_SEEDS
 
     The processes load the backend by the name this run did, from the same working directory
     and import path, and rebuild the program the same way (``contract_program``, from the
-    program cache when it is on disk). A process that dies before preprocess is the harness's
-    failure (HARNESS_ERROR); one that dies or hangs in preprocess is the backend's (CRASH, TIMEOUT).
-    """
-    import json
-    import subprocess
-    import sys
-    import tempfile
-
-    code = "import sys; from conformance.checks._fresh import fresh_process_main; fresh_process_main(sys.argv[1:])"
-    path = os.pathsep.join(p if p else os.getcwd() for p in sys.path)
-    results: dict[int, dict] = {}
+    program cache when it is on disk)."""
     with tempfile.TemporaryDirectory(prefix="conformance-fresh-") as tmp:
-        procs = {}
+        directory = Path(tmp)
+        procs = _start(spec, program_name, seeds, directory)
         try:
-            for seed in seeds:
-                env = dict(os.environ, PYTHONHASHSEED=str(seed), PYTHONPATH=path)
-                out = os.path.join(tmp, f"seed-{seed}.jsonl")
-                log = open(os.path.join(tmp, f"seed-{seed}.log"), "wb")  # a file: a chatty backend never blocks on a pipe
-                try:
-                    proc = subprocess.Popen(
-                        [sys.executable, "-c", code, spec, program_name, out],
-                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=os.getcwd(),
-                    )
-                finally:
-                    log.close()
-                procs[seed] = (proc, out)
             deadline = time.monotonic() + FRESH_PROCESS_TIMEOUT
-            for seed, (proc, out) in procs.items():
+            results = {}
+            for seed, proc in procs.items():
                 try:
                     proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
                     timed_out = False
                 except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                    _kill([proc])
                     timed_out = True
-                with open(os.path.join(tmp, f"seed-{seed}.log"), "rb") as fh:
-                    output = fh.read()
-                records = []
-                if os.path.exists(out):
-                    with open(out, encoding="utf-8") as fh:
-                        records = [json.loads(line) for line in fh if line.strip()]
-                stages = {r["stage"] for r in records}
-                tail = output.decode("utf-8", "replace").strip()[-1500:]
-                where = f"a fresh process (PYTHONHASHSEED={seed}) preprocessing {program_name}"
-                if "done" in stages:
-                    results[seed] = next(r for r in records if r["stage"] == "done")
-                elif "preprocess" not in stages:
-                    raise CheckFailure(
-                        Category.HARNESS_ERROR,
-                        f"{where} could not load backend {spec!r} or rebuild the program "
-                        f"(exit status {proc.returncode}): {tail or 'no output'}",
-                    )
-                elif timed_out:
-                    raise CheckFailure(
-                        Category.TIMEOUT, f"{where}: preprocess did not return within {FRESH_PROCESS_TIMEOUT:.0f} s"
-                    )
-                else:
-                    raise CheckFailure(
-                        Category.CRASH,
-                        f"{where}: the process died in preprocess (exit status {proc.returncode}): {tail or 'no output'}",
-                    )
+                results[seed] = _outcome(spec, program_name, seed, directory, proc.returncode, timed_out)
+            return results
         finally:
-            for proc, _ in procs.values():
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-    return results
+            _kill(procs.values())
+
+
+class Prestart:
+    """PRE-008's fresh processes for one backend, started by ``certify`` before the checks' session
+    (``RUNNABLE``: the program the check will run), under a small process of their own
+    (``prestart_main``) that waits for them, kills one past ``FRESH_PROCESS_TIMEOUT`` and writes
+    each one's end to ``seed-N.exit``, which the check reads; so the command stays single-threaded.
+    ``stop`` ends what still runs when the checks are over (a check that never came); a killed
+    command takes them with it (``die_with_parent``)."""
+
+    def __init__(self, spec: str):
+        self.spec = spec
+        self.tmp = tempfile.TemporaryDirectory(prefix="conformance-prestarted-fresh-", ignore_cleanup_errors=True)
+        self.directory = Path(self.tmp.name)
+        code = "import sys; from conformance.checks._fresh import prestart_main; prestart_main(sys.argv[1:])"
+        with open(self.directory / "prestart.log", "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", code, spec, str(self.directory)], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - certify's command is single-threaded
+            )  # fmt: skip
+
+    def environment(self) -> dict[str, str]:
+        """What the checks' processes need to find these processes' digests."""
+        return {PRESTART_ENV: json.dumps({"spec": self.spec, "directory": str(self.directory)})}
+
+    def stop(self) -> None:
+        _kill([self.proc])  # its fresh processes die with it
+        self.tmp.cleanup()
+
+
+def prestart_main(argv: list[str]) -> None:
+    """The process ``Prestart`` starts: the fresh processes, each one's end written when it comes."""
+    spec, directory = argv[0], Path(argv[1])
+    procs = _start(spec, RUNNABLE, HASH_SEEDS, directory, tied=True)
+    deadline = time.monotonic() + FRESH_PROCESS_TIMEOUT
+    for seed, proc in procs.items():
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
+        except subprocess.TimeoutExpired:
+            _kill([proc])
+        partial = directory / f"seed-{seed}.exit.partial"
+        partial.write_text(str(proc.returncode))
+        partial.replace(directory / f"seed-{seed}.exit")  # whole or absent: the check reads it as soon as it exists
+
+
+def prestarted_runs(spec: str, program_name: str, seeds=HASH_SEEDS) -> dict[int, dict] | None:
+    """The digests of the fresh processes ``certify`` started before the session for backend
+    ``spec`` (``Prestart``), once they have ended; None where there are none, or where a process
+    did not preprocess ``program_name`` to the end (another choice of program, a failure, a crash:
+    a prestarted process runs in the command's environment, not a worker's, so the check starts
+    its own and judges what they do)."""
+    try:
+        given = json.loads(os.environ.get(PRESTART_ENV) or "{}")
+    except ValueError:
+        return None
+    if given.get("spec") != spec:
+        return None
+    directory = Path(given["directory"])
+    deadline = time.monotonic() + FRESH_PROCESS_TIMEOUT + 30
+    runs = {}
+    for seed in seeds:
+        while not (directory / f"seed-{seed}.exit").exists():
+            if time.monotonic() > deadline or not directory.is_dir():
+                return None
+            time.sleep(0.05)
+        out = directory / f"seed-{seed}.jsonl"
+        records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line.strip()] if out.exists() else []
+        done = next((r for r in records if r["stage"] == "done"), None)
+        if done is None or "failure" in done or done.get("program") != program_name:
+            return None
+        runs[seed] = done
+    return runs

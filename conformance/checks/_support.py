@@ -215,12 +215,18 @@ def runnable(backend: BackendUnderTest) -> ContractProgram:
     """The first contract program this backend preprocesses; the RT clauses run it."""
     if backend.name in _RUNNABLE:
         return contract_program(_RUNNABLE[backend.name])
+    return first_preprocessed(backend)[0]
+
+
+def first_preprocessed(backend: BackendUnderTest) -> tuple[ContractProgram, Any]:
+    """``runnable``'s choice and what preprocess returned for it (the fresh processes of PRE-008
+    started before the checks make the same choice and digest that result)."""
     driver = Driver(backend)
     refusals, failures = [], []
     for name in (*CONTRACT_PROGRAMS, *FALLBACK_PROGRAMS):
         program = contract_program(name)
         try:
-            driver.preprocess(program.fresh())
+            processed, _ = driver.preprocess(program.fresh())
         except CheckFailure as exc:
             if exc.category is Category.CONTRACT_VIOLATION:
                 # It took the program and returned something the contract forbids (processed_bytes
@@ -229,7 +235,7 @@ def runnable(backend: BackendUnderTest) -> ContractProgram:
             (refusals if exc.category is Category.NOT_SUPPORTED else failures).append(f"{name}: {exc.message}")
             continue
         _RUNNABLE[backend.name] = name
-        return program
+        return program, processed
     raise CheckFailure(
         Category.PREPROCESS_FAIL,
         "the backend accepted none of the contract programs, so its runtime cannot be checked: "

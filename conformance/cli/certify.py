@@ -109,12 +109,17 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
         budget_s=ns.budget,
     )
     interrupt = interruptible()
-    checks = supervisor.run_phase(
-        f"checks{shard}",
-        invocation.checks_args(run, workers=ns.workers, selection=selection, extra=extra),
-        env,
-        in_process=ns.workers == "0",
-    )
+    prestart = prestart_fresh_processes(ns, names, backends, profile, specs, selection)
+    try:
+        checks = supervisor.run_phase(
+            f"checks{shard}",
+            invocation.checks_args(run, workers=ns.workers, selection=selection, extra=extra),
+            {**env, **(prestart.environment() if prestart else {})},
+            in_process=ns.workers == "0",
+        )
+    finally:
+        if prestart:
+            prestart.stop()
     say(checks)
     if perf_wanted and supervisor.budget_left() and not supervisor.interrupted:
         print("conformance: timing preprocess, init and execute (pytest-benchmark, no workers) ...", flush=True)
@@ -144,6 +149,21 @@ def certify(ns: argparse.Namespace, extra: list[str]) -> int:
     interrupt.restore()
     status = conclude(_supervised_reports(list(report_dirs.values()), supervisor, ns.specs, ns.sign), ns, baseline, started)
     return EXIT_INTERRUPTED if supervisor.interrupted else status
+
+
+def prestart_fresh_processes(ns, names, backends, profile, specs, selection):
+    """PRE-008's two fresh interpreters, started now so they import torch beside the workers'
+    start-up instead of after it (conformance.checks._fresh.Prestart): the longest contract check
+    on an idle machine, and so the floor of a run's wall time however many workers it has. Only
+    where the run surely checks PRE-008 of one backend: its profile has the clause, the backend's
+    family is one it applies to, and neither a shard nor a -k selection may leave it out."""
+    clause = specs.clauses.get("PRE-008")
+    if (len(names) != 1 or ns.shard or selection or clause is None or "PRE-008" not in profile.clauses
+            or backends[0].family not in clause.applies_to):  # fmt: skip
+        return None
+    from conformance.checks._fresh import Prestart
+
+    return Prestart(names[0])
 
 
 REPORT_TIMEOUT = 600
