@@ -92,12 +92,7 @@ def pytest_runtest_makereport(item, call):
         record.message = message
     exc = _check_failure(call.excinfo.value) if call.excinfo else None
     if exc is not None:
-        try:
-            statistics.check(exc.stats, clause=record.clause)
-        except TypeError as wrong:  # a check's mistake: its result says so, and the session goes on
-            record.category, record.message = Category.HARNESS_ERROR, f"TypeError: {wrong}"
-        else:
-            record.stats.update(exc.stats)
+        merge_failure_stats(record, exc)
         if exc.stage:
             record.failed_stage = exc.stage  # not "stage": that one is a parameter, part of the id
     record.phase = report.when
@@ -115,6 +110,18 @@ def pytest_runtest_makereport(item, call):
         st.sealer.seal(item.nodeid, report.when, text)
     report.user_properties.append((RESULT_KEY, text))
     _clean_report(report)
+
+
+def merge_failure_stats(record: CaseResult, exc: CheckFailure) -> None:
+    """The statistics a failure carries, into its check's record. Undeclared or wrongly typed ones
+    are the harness's mistake, not the backend's: the failure stays the verdict, its statistics are
+    left out (the report must validate) and the message says why."""
+    try:
+        statistics.check(exc.stats, clause=record.clause)
+    except TypeError as wrong:
+        record.message = f"{record.message} [statistics left out: {wrong}]"
+    else:
+        record.stats.update(exc.stats)
 
 
 def _clean_report(report) -> None:

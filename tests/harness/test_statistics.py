@@ -17,9 +17,9 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from conformance import oracle, statistics
-from conformance.plugin.capture import ResultRecorder
+from conformance.plugin.capture import ResultRecorder, merge_failure_stats
 from conformance.report.model import load_report, schema, validate
-from conformance.results import CLAUSE_FAMILIES, CLAUSE_PATTERN, Category, CheckFailure
+from conformance.results import CLAUSE_FAMILIES, CLAUSE_PATTERN, CaseResult, Category, CheckFailure
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORTS = sorted((ROOT / "reports").glob("**/report.json"))
@@ -270,8 +270,17 @@ def test_an_undeclared_statistic_is_a_type_error_naming_it():
     with pytest.raises(TypeError, match=r"'input 0 as float64'.*only RT-051 may write"):
         result.stats(**{"input 0 as float64": "InvalidArgument"})  # a pattern belongs to its clause
     assert result.record.stats == {}  # nothing of a refused call is kept
-    with pytest.raises(TypeError, match="'off_grd'"):
-        CheckFailure(Category.MISMATCH, "off", stats={"off_grd": 3})
+
+
+def test_a_failure_with_a_wrong_statistic_stays_the_verdict_without_it():
+    """A failure is a verdict on the backend: a mistake in the statistics it carries leaves them out
+    and says so, and never turns it into another category."""
+    record = CaseResult(clause="NUM-001", category=Category.MISMATCH, message="off by one")
+    merge_failure_stats(record, CheckFailure(Category.MISMATCH, "off by one", stats={"off_grd": 3, "max_abs": 1.0}))
+    assert record.category is Category.MISMATCH and record.stats == {}
+    assert record.message.startswith("off by one [statistics left out: statistic 'off_grd'")
+    merge_failure_stats(record, CheckFailure(Category.MISMATCH, "off by one", stats={"max_abs": 1.0, "mismatched": 2}))
+    assert record.stats == {"max_abs": 1.0, "mismatched": 2}
 
 
 def test_declared_statistics_are_recorded_as_given():
