@@ -114,6 +114,7 @@ def equal_check_by_check(merged: dict, single: dict) -> None:
     assert merged["verdict"] == single["verdict"]
 
 
+@pytest.mark.slow
 @needs_ray
 def test_the_shards_on_several_nodes_merge_into_the_report_of_one_machine(cluster, profile, single, tmp_path):
     nodes, workers = cluster
@@ -133,6 +134,7 @@ def test_the_shards_on_several_nodes_merge_into_the_report_of_one_machine(cluste
     print(f"4 shards on 2 one-CPU nodes: {seconds:.0f} s")
 
 
+@pytest.mark.slow
 @needs_ray
 def test_a_shard_that_fails_every_try_has_its_checks_recorded_not_run(cluster, profile, single, tmp_path):
     """No node can run the shard (its working directory exists on none): Ray tries it twice, then
@@ -184,6 +186,7 @@ def descendants(root: int) -> dict[int, str]:
     return out
 
 
+@pytest.mark.slow
 @needs_ray
 def test_a_shard_whose_node_dies_runs_again_on_another_node(cluster, profile, single, tmp_path):
     nodes, workers = cluster
@@ -251,6 +254,7 @@ def test_a_shard_that_left_no_results_is_recorded_not_run_and_the_report_is_not_
     assert verifies(tmp_path)
 
 
+@pytest.mark.slow
 def test_cluster_options_are_refused_where_they_do_not_apply(tmp_path, capsys):
     from conformance import cli
 

@@ -16,6 +16,7 @@ from conformance.programs.models import model_program
 from tests.certifying import certify
 
 
+@pytest.mark.slow
 def test_the_delegated_fraction_counts_the_nodes_the_map_names():
     program = model_program("resnet18")
     handles = {n.meta["debug_handle"] for n in program.exported.graph.nodes if n.op == "call_function"}

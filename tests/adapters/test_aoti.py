@@ -82,6 +82,7 @@ def test_unreadable_package_is_invalid_program(backend, chain):
         assert "InvalidProgram" in info.value.message
 
 
+@pytest.mark.slow
 def test_execute_checks_arguments_and_handles(backend, chain):
     program, out = chain
     driver = Driver(backend)

@@ -138,6 +138,7 @@ def test_the_device_path_runs_on_the_cpu():
     assert any(key[1] == "cpu:0" for key in torch_eager._loaded)  # a program loaded for the device
 
 
+@pytest.mark.slow
 def test_moving_a_program_moves_its_weights_and_factory_calls():
     program, _ = _weighted()
     moved = _device.move_program(program, "meta", "torch-eager-meta")

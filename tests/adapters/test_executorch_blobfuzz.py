@@ -10,6 +10,7 @@ import pytest
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the tool forks a child per blob")
 
 
+@pytest.mark.slow
 def test_each_mutated_blob_gets_one_line_of_the_table():
     pytest.importorskip("executorch.runtime", reason="executorch is not installed (pip install 'torch-backend-conformance[executorch]')")
     from backend_adapters import executorch_blobfuzz as fuzz

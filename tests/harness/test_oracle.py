@@ -108,6 +108,7 @@ def test_below_the_smallest_normal_an_absolute_tolerance_holds_in_both_direction
     assert not oracle.compare(np.float32([2e-38]), np.float32([4e-38]), tol).ok  # normal numbers: relative
 
 
+@pytest.mark.slow
 def test_a_half_type_kernel_that_truncates_fails_the_bias_test_and_one_that_rounds_passes():
     import ml_dtypes
 

@@ -53,6 +53,7 @@ def test_the_catalog_is_well_formed():
             assert s.name.startswith("^") and s.name.endswith("$") and s.clauses, s  # anchored: JSON Schema's patterns search
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", REPORTS, ids=[str(p.parent.relative_to(ROOT / "reports")) for p in REPORTS])
 def test_every_statistic_of_a_checked_in_report_is_declared_and_typed(path):
     assert _check_report(load_report(path)) == []
@@ -241,6 +242,7 @@ def _same(a: ast.expr, b: ast.expr) -> bool:
     return isinstance(a, ast.Attribute) and a.attr == b.attr
 
 
+@pytest.mark.slow
 def test_every_statistic_written_in_the_package_is_declared():
     package, written = Package(), {}
     for rel, line, keys in package.writes():

@@ -77,6 +77,7 @@ def test_pow_tensor_scalar_refuses_negative_integer_exponents_as_eager_does():
         reference(call)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["aten.pow.Tensor_Tensor", "aten.pow.Scalar"])
 def test_integer_pow_draws_negative_exponents(name):
     exponents = [c.args[1].value for c in _draws(name, "int32", 100)]
@@ -168,6 +169,7 @@ def test_half_div_rounding_follows_the_divisors_element_count(dtype, mode):
 # -- sort(stable=True): ties keep input order --------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "int8", "bfloat16"])
 def test_stable_sort_draws_ties_and_matches_eager_indices(dtype):
     tied = 0

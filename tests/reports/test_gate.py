@@ -198,6 +198,7 @@ def test_a_long_list_of_missing_results_is_cut_but_counted():
     assert "... and 7 more" in render(d)
 
 
+@pytest.mark.slow
 def test_a_crash_edited_to_pass_without_rehashing_is_an_invalid_report(capsys, tmp_path):
     crashed = copy.deepcopy(BASE)
     crashed[0]["category"] = "CRASH"
