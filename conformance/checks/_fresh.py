@@ -31,7 +31,8 @@ FRESH_PROCESS_TIMEOUT = 300.0
 RUNNABLE = "*"
 """The program name a fresh process takes for "the first contract program the backend preprocesses"."""
 PRESTART_ENV = "CONFORMANCE_PRESTARTED_FRESH"
-"""Where ``certify`` tells the checks' processes the prestarted fresh processes write (a directory)."""
+"""How ``certify`` tells the checks' processes of the prestarted fresh processes (JSON: the backend's spec
+and the directory they write in)."""
 
 
 def backend_spec(request) -> str | None:
@@ -113,12 +114,27 @@ def _kill(procs) -> None:
             proc.wait()
 
 
+def _wait(proc: subprocess.Popen, deadline: float) -> bool:
+    """Wait for ``proc`` until ``deadline`` (time.monotonic), killing it past that; whether it was killed."""
+    try:
+        proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
+        return False
+    except subprocess.TimeoutExpired:
+        _kill([proc])
+        return True
+
+
+def _records(directory: Path, seed: int) -> list[dict]:
+    """What the fresh process of ``seed`` wrote (``fresh_process_main``'s JSON lines), in order."""
+    out = directory / f"seed-{seed}.jsonl"
+    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line.strip()] if out.exists() else []
+
+
 def _outcome(spec: str, program_name: str, seed: int, directory: Path, returncode: int | None, timed_out: bool) -> dict:
     """The digests one fresh process wrote, or the CheckFailure its end was: one that died before
     preprocess is the harness's failure (HARNESS_ERROR); one that died or hung in preprocess is the
     backend's (CRASH, TIMEOUT)."""
-    out = directory / f"seed-{seed}.jsonl"
-    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line.strip()] if out.exists() else []
+    records = _records(directory, seed)
     stages = {r["stage"] for r in records}
     if "done" in stages:
         return next(r for r in records if r["stage"] == "done")
@@ -149,12 +165,7 @@ def preprocess_in_fresh_processes(spec: str, program_name: str, seeds=HASH_SEEDS
             deadline = time.monotonic() + FRESH_PROCESS_TIMEOUT
             results = {}
             for seed, proc in procs.items():
-                try:
-                    proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
-                    timed_out = False
-                except subprocess.TimeoutExpired:
-                    _kill([proc])
-                    timed_out = True
+                timed_out = _wait(proc, deadline)
                 results[seed] = _outcome(spec, program_name, seed, directory, proc.returncode, timed_out)
             return results
         finally:
@@ -195,10 +206,7 @@ def prestart_main(argv: list[str]) -> None:
     procs = _start(spec, RUNNABLE, HASH_SEEDS, directory, tied=True)
     deadline = time.monotonic() + FRESH_PROCESS_TIMEOUT
     for seed, proc in procs.items():
-        try:
-            proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
-        except subprocess.TimeoutExpired:
-            _kill([proc])
+        _wait(proc, deadline)
         partial = directory / f"seed-{seed}.exit.partial"
         partial.write_text(str(proc.returncode))
         partial.replace(directory / f"seed-{seed}.exit")  # whole or absent: the check reads it as soon as it exists
@@ -224,9 +232,7 @@ def prestarted_runs(spec: str, program_name: str, seeds=HASH_SEEDS) -> dict[int,
             if time.monotonic() > deadline or not directory.is_dir():
                 return None
             time.sleep(0.05)
-        out = directory / f"seed-{seed}.jsonl"
-        records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line.strip()] if out.exists() else []
-        done = next((r for r in records if r["stage"] == "done"), None)
+        done = next((r for r in _records(directory, seed) if r["stage"] == "done"), None)
         if done is None or "failure" in done or done.get("program") != program_name:
             return None
         runs[seed] = done
